@@ -1,0 +1,1 @@
+"""bothrows: reproducible reports for LLM-inference engineering."""

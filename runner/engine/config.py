@@ -1,0 +1,175 @@
+"""Model and engine configuration.
+
+ModelArgs mirrors a GLM-4.5 MoE `config.json` (unknown keys are dropped, as HF configs
+carry many we do not use). EngineConfig holds every engine knob, validated once; an
+unknown or invalid knob raises ValueError naming it. The engine knows nothing about
+experiments or storage.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any, Optional
+
+SUPPORTED_MODEL_TYPES = ("glm4_moe",)
+
+
+@dataclass(slots=True)
+class ModelArgs:
+    model_type: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    moe_intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    n_routed_experts: int
+    num_experts_per_tok: int
+    n_shared_experts: Optional[int] = 1
+    first_k_dense_replace: int = 1
+    n_group: int = 1
+    topk_group: int = 1
+    norm_topk_prob: bool = True
+    routed_scaling_factor: float = 1.0
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    partial_rotary_factor: float = 0.5
+    use_qk_norm: bool = False
+    attention_bias: bool = False
+    tie_word_embeddings: bool = False
+    max_position_embeddings: int = 4096
+    num_nextn_predict_layers: int = 0
+    eos_token_id: Any = None
+    # Our own extension (indexer.safetensors); absent in upstream configs.
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+
+    @classmethod
+    def from_dict(cls, cfg: dict, source: str = "config.json") -> "ModelArgs":
+        mt = cfg.get("model_type")
+        if mt not in SUPPORTED_MODEL_TYPES:
+            raise ValueError(
+                f"{source}: model_type {mt!r} is not supported (expected one of {SUPPORTED_MODEL_TYPES})"
+            )
+        names = {f.name for f in fields(cls)}
+        known = {k: v for k, v in cfg.items() if k in names}
+        missing = [f.name for f in fields(cls)
+                   if f.name not in known and f.default is dataclasses.MISSING]
+        if missing:
+            raise ValueError(f"{source}: missing required keys {missing}")
+        args = cls(**known)
+        if args.num_attention_heads % args.num_key_value_heads:
+            raise ValueError(f"{source}: num_attention_heads must be a multiple of num_key_value_heads")
+        if args.n_routed_experts % max(args.n_group, 1):
+            raise ValueError(f"{source}: n_routed_experts must be a multiple of n_group")
+        return args
+
+    @property
+    def rope_dims(self) -> int:
+        return int(self.head_dim * self.partial_rotary_factor)
+
+    @property
+    def eos_ids(self) -> tuple[int, ...]:
+        e = self.eos_token_id
+        if e is None:
+            return ()
+        return tuple(e) if isinstance(e, (list, tuple)) else (int(e),)
+
+
+DRAFT_POLICIES = ("never", "always", "solo", "adaptive")  # plus "max_width:N"
+MTP_SYNC = ("eager", "lazy")
+DTYPES = ("float32", "bfloat16", "float16")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def parse_bytes(value: Any, knob: str = "prefix_cache_bytes") -> int:
+    """Accept 1048576, "64MB", "1.5GiB"; reject anything else naming the knob."""
+    if isinstance(value, bool):
+        raise ValueError(f"{knob}: expected a byte size, got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"{knob}: must be >= 0, got {value}")
+        return value
+    if isinstance(value, str):
+        m = _SIZE.match(value)
+        unit = m.group(2).upper() if m else None
+        if m and unit in _UNITS:
+            return int(float(m.group(1)) * _UNITS[unit])
+    raise ValueError(f"{knob}: expected bytes as an int or a string like '64MB', got {value!r}")
+
+
+@dataclass(slots=True)
+class EngineConfig:
+    """Every engine knob. Validated in __post_init__; classes copy what they need."""
+
+    max_batch_size: int = 4
+    prefill_chunk: int = 256
+    dtype: str = "float32"
+    mtp: bool = False
+    draft_policy: str = "always"
+    mtp_sync: str = "eager"
+    prefix_cache_bytes: Any = 0
+    index_topk: int = 0              # 0: dense attention; >0 needs indexer weights
+    prefill_offload: bool = False    # Apple Neural Engine offload: not on this hardware
+    kv_block_size: int = 16          # tokens per KV block (paging and prefix-cache unit)
+    compile: bool = True             # mx.compile the forward pass
+    seed: int = 0                    # sampling seed when a request gives none
+
+    def __post_init__(self) -> None:
+        def bad(knob: str, why: str) -> ValueError:
+            return ValueError(f"engine knob {knob}: {why}")
+
+        for knob in ("max_batch_size", "prefill_chunk", "kv_block_size"):
+            v = getattr(self, knob)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise bad(knob, f"expected a positive integer, got {v!r}")
+        if isinstance(self.index_topk, bool) or not isinstance(self.index_topk, int) or self.index_topk < 0:
+            raise bad("index_topk", f"expected an integer >= 0, got {self.index_topk!r}")
+        if self.dtype not in DTYPES:
+            raise bad("dtype", f"expected one of {DTYPES}, got {self.dtype!r}")
+        for knob in ("mtp", "prefill_offload", "compile"):
+            if not isinstance(getattr(self, knob), bool):
+                raise bad(knob, f"expected true or false, got {getattr(self, knob)!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise bad("seed", f"expected an integer, got {self.seed!r}")
+        self.draft_max_width  # validates draft_policy
+        if self.mtp_sync not in MTP_SYNC:
+            raise bad("mtp_sync", f"expected one of {MTP_SYNC}, got {self.mtp_sync!r}")
+        self.prefix_cache_bytes = parse_bytes(self.prefix_cache_bytes)
+        if self.prefill_offload:
+            raise bad("prefill_offload", "offloading prefill to Apple's Neural Engine is not "
+                      "available: this engine runs MLX on the CPU/GPU only and has no ANE path")
+
+    @property
+    def draft_max_width(self) -> Optional[int]:
+        """The widest pass that may draft under a fixed policy (None: no fixed limit)."""
+        p = self.draft_policy
+        if not isinstance(p, str):
+            raise ValueError(f"engine knob draft_policy: expected a string, got {p!r}")
+        if p == "never":
+            return 0
+        if p == "solo":
+            return 1
+        if p in ("always", "adaptive"):
+            return None
+        m = re.fullmatch(r"max_width:(\d+)", p)
+        if m and int(m.group(1)) >= 1:
+            return int(m.group(1))
+        raise ValueError(f"engine knob draft_policy: expected one of {DRAFT_POLICIES} or "
+                         f"'max_width:N' with N >= 1, got {p!r}")
+
+    @classmethod
+    def from_kwargs(cls, **knobs: Any) -> "EngineConfig":
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(knobs) - names)
+        if unknown:
+            raise ValueError(f"unknown engine knob(s) {unknown}; known: {sorted(names)}")
+        return cls(**knobs)
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
