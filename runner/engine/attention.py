@@ -1,0 +1,82 @@
+"""GQA attention with partial RoPE and optional q/k RMSNorm, over a paged KV pool.
+
+Two modes: `ctx is None` is plain causal attention over the input itself (training,
+reference checks); otherwise keys/values of the new tokens are written into the layer's
+pool at `ctx.write_slots` and attention reads each row's keys through `ctx.read_slots`,
+with per-row positions, so rows of different lengths share one pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from .config import ModelArgs
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """Index arrays describing one batched pass; shared by every layer of the pass."""
+
+    offsets: mx.array      # (B,) int32: position of each row's first input token
+    write_slots: mx.array  # (B*T,) int32: pool slot for each input token (pads -> scratch)
+    read_slots: mx.array   # (B, S) int32: pool slot of each row's key position 0..S-1
+    mask: mx.array         # (B, 1, T, S) bool: key s visible to query t of row b
+
+
+@dataclass
+class LayerKV:
+    """One layer's pooled keys and values (and indexer keys): (slots, ...) arrays."""
+
+    k: mx.array            # (slots, n_kv_heads, head_dim)
+    v: mx.array            # (slots, n_kv_heads, head_dim)
+    ik: Optional[mx.array] = None  # (slots, index_head_dim) indexer keys, when indexing
+
+
+def apply_rope(x: mx.array, args: ModelArgs, offset) -> mx.array:
+    """x: (B, heads, T, D); RoPE on the first rope_dims dims, non-interleaved."""
+    return mx.fast.rope(x, args.rope_dims, traditional=False, base=args.rope_theta,
+                        scale=1.0, offset=offset)
+
+
+class Attention(nn.Module):
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.args = args
+        h, nh, nkv, d = args.hidden_size, args.num_attention_heads, args.num_key_value_heads, args.head_dim
+        self.n_heads, self.n_kv_heads, self.head_dim = nh, nkv, d
+        self.scale = d ** -0.5
+        self.q_proj = nn.Linear(h, nh * d, bias=args.attention_bias)
+        self.k_proj = nn.Linear(h, nkv * d, bias=args.attention_bias)
+        self.v_proj = nn.Linear(h, nkv * d, bias=args.attention_bias)
+        self.o_proj = nn.Linear(nh * d, h, bias=False)
+        if args.use_qk_norm:
+            self.q_norm = nn.RMSNorm(d, eps=args.rms_norm_eps)
+            self.k_norm = nn.RMSNorm(d, eps=args.rms_norm_eps)
+
+    def __call__(self, x: mx.array, ctx: Optional[PassContext] = None,
+                 kv: Optional[LayerKV] = None, select: Optional[mx.array] = None) -> mx.array:
+        B, T, _ = x.shape
+        q = self.q_proj(x).reshape(B, T, self.n_heads, self.head_dim)   # (B, T, nh, D)
+        k = self.k_proj(x).reshape(B, T, self.n_kv_heads, self.head_dim)
+        v = self.v_proj(x).reshape(B, T, self.n_kv_heads, self.head_dim)
+        if self.args.use_qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.transpose(0, 2, 1, 3)                                        # (B, nh, T, D)
+        if ctx is None:
+            q = apply_rope(q, self.args, 0)
+            k = apply_rope(k.transpose(0, 2, 1, 3), self.args, 0)
+            v = v.transpose(0, 2, 1, 3)
+            mask = "causal" if select is None else select
+        else:
+            q = apply_rope(q, self.args, ctx.offsets)
+            k = apply_rope(k.transpose(0, 2, 1, 3), self.args, ctx.offsets)  # (B, nkv, T, D)
+            kv.k[ctx.write_slots] = k.transpose(0, 2, 1, 3).reshape(B * T, self.n_kv_heads, self.head_dim)
+            kv.v[ctx.write_slots] = v.reshape(B * T, self.n_kv_heads, self.head_dim)
+            k = kv.k[ctx.read_slots].transpose(0, 2, 1, 3)                  # (B, nkv, S, D)
+            v = kv.v[ctx.read_slots].transpose(0, 2, 1, 3)
+            mask = ctx.mask if select is None else (ctx.mask & select)
+        out = mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=mask)
+        return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, T, -1))

@@ -1,0 +1,89 @@
+"""The GLM-4.5 MoE decoder stack: embed -> layers -> norm -> head, plus the MTP layer.
+
+`Model.__call__` returns logits and the final (post-norm) hidden states, which the MTP
+layer consumes. With `ctx=None` it is a plain causal forward (training, reference
+checks); with a PassContext it reads and writes the paged pools of one batched pass.
+This file knows nothing about scheduling, sampling or checkpoints on disk.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from .attention import Attention, LayerKV, PassContext
+from .config import ModelArgs
+from .indexer import Indexer, topk_select
+from .moe import MLP, MoE
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, args: ModelArgs, layer_idx: int, with_indexer: bool = False):
+        super().__init__()
+        self.self_attn = Attention(args)
+        dense = layer_idx < args.first_k_dense_replace
+        self.mlp = MLP(args.hidden_size, args.intermediate_size) if dense else MoE(args)
+        self.input_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
+        self.post_attention_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
+        if with_indexer:
+            self.indexer = Indexer(args)
+
+    def __call__(self, x: mx.array, ctx: Optional[PassContext] = None,
+                 kv: Optional[LayerKV] = None, index_topk: int = 0) -> mx.array:
+        n = self.input_layernorm(x)
+        select = None
+        if index_topk and ctx is not None:
+            select = topk_select(self.indexer.scores(n, ctx, kv), ctx.mask, index_topk)
+        h = x + self.self_attn(n, ctx, kv, select)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class MTPLayer(DecoderLayer):
+    """Depth-1 multi-token prediction: from (h_i, token_{i+1}) predict token_{i+2}.
+    u = eh_proj([enorm(embed(t)); hnorm(h)]) -> decoder layer -> shared_head.norm -> head."""
+
+    def __init__(self, args: ModelArgs):
+        super().__init__(args, layer_idx=args.num_hidden_layers)
+        H = args.hidden_size
+        self.enorm = nn.RMSNorm(H, eps=args.rms_norm_eps)
+        self.hnorm = nn.RMSNorm(H, eps=args.rms_norm_eps)
+        self.eh_proj = nn.Linear(2 * H, H, bias=False)
+        self.shared_head_norm = nn.RMSNorm(H, eps=args.rms_norm_eps)
+
+    def __call__(self, hidden: mx.array, next_embed: mx.array, ctx: Optional[PassContext] = None,
+                 kv: Optional[LayerKV] = None) -> mx.array:
+        u = self.eh_proj(mx.concatenate([self.enorm(next_embed), self.hnorm(hidden)], axis=-1))
+        return self.shared_head_norm(super().__call__(u, ctx, kv))
+
+
+class Model(nn.Module):
+    def __init__(self, args: ModelArgs, with_mtp: bool = True, with_indexer: bool = False):
+        super().__init__()
+        self.args = args
+        self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
+        self.layers = [DecoderLayer(args, i, with_indexer) for i in range(args.num_hidden_layers)]
+        self.norm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
+        if not args.tie_word_embeddings:
+            self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
+        if with_mtp:
+            self.mtp = MTPLayer(args)
+
+    def head(self, h: mx.array) -> mx.array:
+        if self.args.tie_word_embeddings:
+            return self.embed_tokens.as_linear(h)
+        return self.lm_head(h)
+
+    def __call__(self, tokens: mx.array, ctx: Optional[PassContext] = None,
+                 kv: Optional[list[LayerKV]] = None, index_topk: int = 0) -> tuple[mx.array, mx.array]:
+        """tokens (B, T) -> (logits (B, T, V), hidden (B, T, H) after the final norm)."""
+        h = self.embed_tokens(tokens)
+        for i, layer in enumerate(self.layers):
+            h = layer(h, ctx, None if kv is None else kv[i], index_topk)
+        h = self.norm(h)
+        return self.head(h), h
+
+    def mtp_forward(self, hidden: mx.array, next_tokens: mx.array, ctx: Optional[PassContext] = None,
+                    kv: Optional[LayerKV] = None) -> mx.array:
+        """(h_i, token_{i+1}) pairs -> logits predicting token_{i+2}: (B, T, V)."""
+        return self.head(self.mtp(hidden, self.embed_tokens(next_tokens), ctx, kv))

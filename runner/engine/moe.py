@@ -1,0 +1,89 @@
+"""Mixture-of-experts feed-forward: sigmoid router with correction bias and grouped
+top-k, routed experts stacked per weight and run through `mx.gather_mm`, plus shared
+experts added unweighted. Also the dense SwiGLU MLP used by the first layers."""
+from __future__ import annotations
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from .config import ModelArgs
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden: int, inner: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden, inner, bias=False)
+        self.up_proj = nn.Linear(hidden, inner, bias=False)
+        self.down_proj = nn.Linear(inner, hidden, bias=False)
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return self.down_proj(nn.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+def route(logits: mx.array, bias: mx.array, args: ModelArgs) -> tuple[mx.array, mx.array]:
+    """Router logits (..., E) -> (expert indices (..., k), weights (..., k)).
+
+    Choice uses the biased scores; weights use the un-biased sigmoid scores. Weak groups
+    are set to 0.0 (not -inf), as the reference implementations do."""
+    scores = mx.sigmoid(logits.astype(mx.float32))
+    choice = scores + bias
+    if args.n_group > 1:
+        grouped = mx.unflatten(choice, -1, (args.n_group, -1))             # (..., G, E/G)
+        group_score = mx.topk(grouped, 2, axis=-1).sum(axis=-1, keepdims=True)
+        drop = args.n_group - args.topk_group
+        if drop > 0:
+            weakest = mx.argpartition(group_score, kth=drop - 1, axis=-2)[..., :drop, :]
+            grouped = mx.put_along_axis(grouped, mx.stop_gradient(weakest), mx.array(0.0), axis=-2)
+        choice = mx.flatten(grouped, -2, -1)
+    k = args.num_experts_per_tok
+    inds = mx.stop_gradient(mx.argpartition(-choice, kth=k - 1, axis=-1)[..., :k])
+    weights = mx.take_along_axis(scores, inds, axis=-1)
+    if k > 1 and args.norm_topk_prob:
+        weights = weights / weights.sum(axis=-1, keepdims=True)
+    return inds, weights * args.routed_scaling_factor
+
+
+class Router(nn.Module):
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.args = args
+        self.weight = mx.zeros((args.n_routed_experts, args.hidden_size))
+        self.e_score_correction_bias = mx.zeros((args.n_routed_experts,))
+
+    def __call__(self, x: mx.array) -> tuple[mx.array, mx.array]:
+        return route(x @ self.weight.T, self.e_score_correction_bias, self.args)
+
+
+class StackedExperts(nn.Module):
+    """All routed experts' weights stacked on a leading expert axis."""
+
+    def __init__(self, hidden: int, inner: int, n_experts: int):
+        super().__init__()
+        s_in, s_out = hidden ** -0.5, inner ** -0.5
+        self.gate_proj = mx.random.uniform(-s_in, s_in, (n_experts, inner, hidden))
+        self.up_proj = mx.random.uniform(-s_in, s_in, (n_experts, inner, hidden))
+        self.down_proj = mx.random.uniform(-s_out, s_out, (n_experts, hidden, inner))
+
+    def __call__(self, x: mx.array, inds: mx.array) -> mx.array:
+        # x (..., H), inds (..., k) -> (..., k, H)
+        x = mx.expand_dims(x, (-2, -3))                                      # (..., 1, 1, H)
+        g = mx.gather_mm(x, self.gate_proj.swapaxes(-1, -2), rhs_indices=inds)  # (..., k, 1, I)
+        u = mx.gather_mm(x, self.up_proj.swapaxes(-1, -2), rhs_indices=inds)
+        y = mx.gather_mm(nn.silu(g) * u, self.down_proj.swapaxes(-1, -2), rhs_indices=inds)
+        return y.squeeze(-2)
+
+
+class MoE(nn.Module):
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.gate = Router(args)
+        self.experts = StackedExperts(args.hidden_size, args.moe_intermediate_size, args.n_routed_experts)
+        if args.n_shared_experts:
+            self.shared_experts = MLP(args.hidden_size, args.moe_intermediate_size * args.n_shared_experts)
+
+    def __call__(self, x: mx.array) -> mx.array:
+        inds, weights = self.gate(x)
+        y = (self.experts(x, inds) * weights[..., None]).sum(axis=-2).astype(x.dtype)
+        if "shared_experts" in self:
+            y = y + self.shared_experts(x)
+        return y
