@@ -74,13 +74,18 @@ class Model(nn.Module):
             return self.embed_tokens.as_linear(h)
         return self.lm_head(h)
 
-    def __call__(self, tokens: mx.array, ctx: Optional[PassContext] = None,
-                 kv: Optional[list[LayerKV]] = None, index_topk: int = 0) -> tuple[mx.array, mx.array]:
-        """tokens (B, T) -> (logits (B, T, V), hidden (B, T, H) after the final norm)."""
+    def hidden_states(self, tokens: mx.array, ctx: Optional[PassContext] = None,
+                      kv: Optional[list[LayerKV]] = None, index_topk: int = 0) -> mx.array:
+        """tokens (B, T) -> hidden (B, T, H) after the final norm."""
         h = self.embed_tokens(tokens)
         for i, layer in enumerate(self.layers):
             h = layer(h, ctx, None if kv is None else kv[i], index_topk)
-        h = self.norm(h)
+        return self.norm(h)
+
+    def __call__(self, tokens: mx.array, ctx: Optional[PassContext] = None,
+                 kv: Optional[list[LayerKV]] = None, index_topk: int = 0) -> tuple[mx.array, mx.array]:
+        """tokens (B, T) -> (logits (B, T, V), hidden (B, T, H) after the final norm)."""
+        h = self.hidden_states(tokens, ctx, kv, index_topk)
         return self.head(h), h
 
     def mtp_forward(self, hidden: mx.array, next_tokens: mx.array, ctx: Optional[PassContext] = None,

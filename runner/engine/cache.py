@@ -1,0 +1,79 @@
+"""Paged per-row state: a pool of fixed-size KV blocks shared by all rows.
+
+Each layer (and the MTP layer) keeps keys, values and (with the indexer) indexer keys in
+one array per kind, indexed by slot = block * block_size + offset. A row owns a block
+table; its state bytes are the real bytes of the blocks it holds. Block 0 is scratch:
+padded positions of a pass write there and nothing reads it as valid. Blocks are
+reference counted so the prefix cache can share full prompt blocks between rows.
+"""
+from __future__ import annotations
+
+import mlx.core as mx
+
+from .attention import LayerKV
+from .config import ModelArgs
+
+SCRATCH_BLOCK = 0
+
+
+class BlockPool:
+    def __init__(self, args: ModelArgs, block_size: int, dtype: mx.Dtype, with_mtp: bool,
+                 with_indexer: bool, initial_blocks: int = 64):
+        self.args, self.block_size, self.dtype = args, block_size, dtype
+        self.with_indexer = with_indexer
+        n_layers = args.num_hidden_layers + (1 if with_mtp else 0)
+        self.layers = [self._empty_layer(initial_blocks, i < args.num_hidden_layers and with_indexer)
+                       for i in range(n_layers)]
+        self.n_blocks = initial_blocks
+        self.refs = [0] * initial_blocks
+        self.refs[SCRATCH_BLOCK] = 1
+        self.free = list(range(initial_blocks - 1, 0, -1))  # pop() hands out low ids first
+        mx.eval([a for kv in self.layers for a in (kv.k, kv.v, kv.ik) if a is not None])
+
+    def _empty_layer(self, n_blocks: int, indexed: bool) -> LayerKV:
+        a, slots = self.args, n_blocks * self.block_size
+        kv_shape = (slots, a.num_key_value_heads, a.head_dim)
+        ik = mx.zeros((slots, a.index_head_dim), self.dtype) if indexed else None
+        return LayerKV(mx.zeros(kv_shape, self.dtype), mx.zeros(kv_shape, self.dtype), ik)
+
+    @property
+    def block_bytes(self) -> int:
+        """Real bytes one block occupies across every layer's arrays."""
+        per_slot = sum(x.nbytes // x.shape[0] for kv in self.layers
+                       for x in (kv.k, kv.v, kv.ik) if x is not None)
+        return per_slot * self.block_size
+
+    def pool_bytes(self) -> int:
+        return sum(x.nbytes for kv in self.layers for x in (kv.k, kv.v, kv.ik) if x is not None)
+
+    def blocks_in_use(self) -> int:
+        return self.n_blocks - 1 - len(self.free)
+
+    def allocate(self) -> int:
+        if not self.free:
+            self._grow()
+        b = self.free.pop()
+        self.refs[b] = 1
+        return b
+
+    def retain(self, block: int) -> None:
+        self.refs[block] += 1
+
+    def release(self, block: int) -> None:
+        self.refs[block] -= 1
+        if self.refs[block] == 0:
+            self.free.append(block)
+
+    def _grow(self) -> None:
+        """Double the pool. Rare; the arrays are copied once."""
+        old = self.n_blocks
+        for kv in self.layers:
+            extra = self._empty_layer(old, kv.ik is not None)
+            kv.k = mx.concatenate([kv.k, extra.k])
+            kv.v = mx.concatenate([kv.v, extra.v])
+            if kv.ik is not None:
+                kv.ik = mx.concatenate([kv.ik, extra.ik])
+        self.n_blocks = 2 * old
+        self.refs.extend([0] * old)
+        self.free = list(range(self.n_blocks - 1, old - 1, -1)) + self.free
+        mx.eval([a for kv in self.layers for a in (kv.k, kv.v, kv.ik) if a is not None])

@@ -1,0 +1,41 @@
+"""Which passes draft. Fixed policies look only at the pass width; `adaptive` keeps an
+online cost model from the engine's own measured decode-pass durations, by width and
+by verify shape (with or without drafts), and a rolling acceptance rate, and drafts
+when the expected accepted tokens pay for the wider verify."""
+from __future__ import annotations
+
+from typing import Optional
+
+EMA = 0.2            # weight of the newest observation
+REFRESH_EVERY = 32   # re-measure the branch not taken once in this many decisions
+
+
+class DraftPolicy:
+    def __init__(self, policy: str, max_width: Optional[int]):
+        self.adaptive = policy == "adaptive"
+        self.max_width = max_width          # None: no fixed limit
+        self.cost: dict[tuple[int, bool], float] = {}
+        self.acceptance = 0.5               # prior until drafts are observed
+        self.decisions: dict[int, int] = {}
+
+    def allows(self, width: int) -> bool:
+        if width == 0:
+            return False
+        if not self.adaptive:
+            return self.max_width is None or width <= self.max_width
+        with_d, without = self.cost.get((width, True)), self.cost.get((width, False))
+        if with_d is None or without is None:
+            return with_d is None          # measure both shapes before trusting either
+        n = self.decisions[width] = self.decisions.get(width, 0) + 1
+        pays = (1.0 + self.acceptance) / with_d > 1.0 / without
+        return (not pays) if n % REFRESH_EVERY == 0 else pays
+
+    def observe(self, width: int, drafted: bool, duration_ns: int, n_drafts: int, n_accepted: int) -> None:
+        """Feed one pure-decode pass back into the model."""
+        if not self.adaptive:
+            return
+        key = (width, drafted)
+        old = self.cost.get(key)
+        self.cost[key] = duration_ns if old is None else (1 - EMA) * old + EMA * duration_ns
+        if n_drafts:
+            self.acceptance = (1 - EMA) * self.acceptance + EMA * (n_accepted / n_drafts)

@@ -1,0 +1,201 @@
+"""Engine: continuous batching over one MLX model, one forward pass per `step()`.
+
+step() reads as the loop it is: admit and plan rows, run the target pass, choose and
+commit tokens (verifying drafts), run the MTP layer to draft for the next pass, retire
+finished rows and free their blocks, then emit the pass event last.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import mlx.core as mx
+import numpy as np
+
+from . import checkpoint as ckpt
+from .cache import BlockPool
+from .config import EngineConfig, ModelArgs
+from .draft_policy import DraftPolicy
+from .events import EventSink, PassEvent, RequestEvent
+from .forward import Forward
+from .model import Model
+from .mtp import MTPDrafter
+from .prefix_cache import PrefixCache
+from .scheduler import PassPlan, Scheduler, bucket, build_context
+from .sequence import Sequence
+from .speculative import choose, commit
+
+DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
+
+
+class Engine:
+    def __init__(self, model: Model, args: ModelArgs, config: EngineConfig, tokenizer,
+                 checkpoint_dir: Path, eos: tuple[int, ...] = (), sink: Optional[EventSink] = None):
+        self.model, self.args, self.config, self.tokenizer = model, args, config, tokenizer
+        self.checkpoint_dir, self.sink, self.eos = checkpoint_dir, sink, frozenset(eos)
+        self.pool = BlockPool(args, config.kv_block_size, DTYPES[config.dtype], with_mtp=config.mtp,
+                              with_indexer=config.index_topk > 0)
+        self.prefix = PrefixCache(self.pool, config.prefix_cache_bytes)
+        self.scheduler = Scheduler(config.max_batch_size, config.prefill_chunk, self.pool, self.prefix)
+        self.forward = Forward(model, self.pool, config.index_topk, config.compile)
+        self.policy = DraftPolicy(config.draft_policy, config.draft_max_width)
+        self.drafter = MTPDrafter(self.forward, self.pool, config.mtp_sync) if config.mtp else None
+        self._next_id = 0
+        self._pass_index = 0
+        self._sha256: Optional[str] = None
+
+    # ---- construction -------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, path: str | Path, sink: Optional[EventSink] = None, **knobs) -> "Engine":
+        config = EngineConfig.from_kwargs(**knobs)
+        directory = ckpt.resolve_checkpoint(path)
+        args = ckpt.read_args(directory)
+        cls._check(directory, args, config)
+        model = ckpt.load_model(directory, args, with_mtp=config.mtp, with_indexer=config.index_topk > 0,
+                                dtype=DTYPES[config.dtype])
+        tokenizer = ckpt.load_tokenizer(directory)
+        return cls(model, args, config, tokenizer, directory, ckpt.eos_ids(directory, args, tokenizer), sink)
+
+    @classmethod
+    def check_knobs(cls, path: str | Path, **knobs) -> EngineConfig:
+        """Validate knobs against a checkpoint without loading its weights."""
+        config = EngineConfig.from_kwargs(**knobs)
+        directory = ckpt.resolve_checkpoint(path)
+        cls._check(directory, ckpt.read_args(directory), config)
+        return config
+
+    @staticmethod
+    def _check(directory: Path, args: ModelArgs, config: EngineConfig) -> None:
+        if config.index_topk and not ckpt.has_indexer(directory):
+            raise ValueError(f"engine knob index_topk: {directory} has no indexer weights "
+                             f"({ckpt.INDEXER_FILE}); use index_topk = 0")
+        if config.index_topk and not args.index_n_heads:
+            raise ValueError(f"engine knob index_topk: {directory}/config.json sets no index_n_heads")
+        if config.mtp and args.num_nextn_predict_layers < 1:
+            raise ValueError(f"engine knob mtp: {directory}/config.json has num_nextn_predict_layers = 0 "
+                             "(no MTP layer to draft with)")
+
+    def checkpoint_sha256(self) -> str:
+        if self._sha256 is None:
+            self._sha256 = ckpt.checkpoint_sha256(self.checkpoint_dir)
+        return self._sha256
+
+    # ---- requests -----------------------------------------------------------------
+    def add_request(self, prompt_ids: list[int], max_new_tokens: int, temperature: float = 0.0,
+                    top_p: float = 1.0, seed: Optional[int] = None) -> int:
+        if not prompt_ids:
+            raise ValueError("prompt_ids: a request needs at least one prompt token")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens: must be >= 1, got {max_new_tokens}")
+        if temperature < 0 or not 0 < top_p <= 1:
+            raise ValueError(f"temperature must be >= 0 and top_p in (0, 1], got {temperature}, {top_p}")
+        bad = [t for t in prompt_ids if not 0 <= t < self.args.vocab_size]
+        if bad:
+            raise ValueError(f"prompt_ids: token ids {bad[:5]} outside the vocabulary (0..{self.args.vocab_size - 1})")
+        rid = self._next_id
+        self._next_id += 1
+        rng = np.random.default_rng([self.config.seed, rid if seed is None else seed])
+        self.scheduler.add(Sequence(rid, list(prompt_ids), max_new_tokens, float(temperature), float(top_p),
+                                    rng, time.perf_counter_ns()))
+        return rid
+
+    def has_work(self) -> bool:
+        return bool(self.scheduler.waiting or self.scheduler.running)
+
+    def generate(self, prompts: list[list[int]], max_new_tokens: int = 32, temperature: float = 0.0,
+                 top_p: float = 1.0, seed: Optional[int] = None) -> list[list[int]]:
+        ids = [self.add_request(p, max_new_tokens, temperature, top_p, None if seed is None else seed + i)
+               for i, p in enumerate(prompts)]
+        done: dict[int, list[int]] = {}
+        while self.has_work():
+            for ev in self.step():
+                done[ev.request_id] = list(ev.tokens)
+        return [done[i] for i in ids]
+
+    def state_bytes(self) -> int:
+        """Per-row state held by live rows (blocks they reference plus lazy MTP backlog)."""
+        return sum(self._row_bytes(s) for s in self.scheduler.running)
+
+    def _row_bytes(self, seq: Sequence) -> int:
+        pending = 0 if seq.pending_hidden is None else seq.pending_hidden.nbytes
+        return len(seq.blocks) * self.pool.block_bytes + pending
+
+    # ---- one pass -----------------------------------------------------------------
+    def step(self) -> list[RequestEvent]:
+        t0 = time.perf_counter_ns()
+        self.scheduler.admit()
+        if not self.scheduler.running:
+            return []
+        width = len(self.scheduler.running)
+        plan = self.scheduler.plan(use_drafts=self.drafter is not None and self.policy.allows(width))
+        starts = [s.computed for s in plan.rows]
+        logits, hidden, greedy = self._target_pass(plan, starts)
+        emitted, accepted = self._commit(plan, starts, logits, greedy)
+        if self.drafter is not None:
+            live = sum(not s.finished for s in plan.rows) + len(self.scheduler.waiting)
+            self.drafter.run(plan.rows, starts, hidden, self.policy.allows(min(live, self.config.max_batch_size)))
+        row_bytes = [self._row_bytes(s) for s in plan.rows]
+        finished = self._retire(plan)
+        self.prefix.evict_to_budget()
+        duration = time.perf_counter_ns() - t0
+        n_drafted = sum(plan.drafted)
+        if plan.kind == "decode":
+            self.policy.observe(width, n_drafted > 0, duration, n_drafted, accepted)
+        self._emit(PassEvent(self._pass_index, t0, duration, plan.kind, width, plan.prefill_tokens,
+                             plan.decode_tokens, n_drafted, accepted, emitted, sum(row_bytes), max(row_bytes)))
+        self._pass_index += 1
+        for ev in finished:
+            self._emit(ev)
+        return finished
+
+    def _target_pass(self, plan: PassPlan, starts: list[int]):
+        lens = [len(f) for f in plan.feeds]
+        T = bucket(max(lens), cap=max(self.config.prefill_chunk, 2))
+        ctx = build_context(starts, lens, [s.blocks for s in plan.rows], T, self.pool.block_size)
+        tokens = np.zeros((len(lens), T), np.int32)
+        K = 2 if any(plan.drafted) else 1
+        out_pos = np.zeros((len(lens), K), np.int32)
+        for b, feed in enumerate(plan.feeds):
+            tokens[b, :len(feed)] = feed
+            out_pos[b] = [0, 1][:K] if plan.drafted[b] else len(feed) - 1
+        logits, hidden = self.forward.main(mx.array(tokens), ctx, mx.array(out_pos))
+        greedy = mx.argmax(logits, axis=-1)
+        mx.eval(greedy, hidden)
+        return logits, hidden, greedy.tolist()
+
+    def _commit(self, plan: PassPlan, starts: list[int], logits: mx.array, greedy: list[list[int]]):
+        emitted = accepted = 0
+        now = time.perf_counter_ns()
+        sampled = [b for b, s in enumerate(plan.rows) if s.temperature > 0]
+        host_logits = dict(zip(sampled, np.array(logits[mx.array(sampled)]))) if sampled else {}
+        for b, seq in enumerate(plan.rows):
+            end = starts[b] + len(plan.feeds[b])
+            if end < len(seq.tokens) and not plan.drafted[b]:
+                seq.computed = end          # a prefill chunk that does not reach the prompt's end
+                continue
+            new, ok = choose(seq, greedy[b], host_logits.get(b), plan.drafted[b])
+            accepted += ok
+            emitted += commit(seq, new, self.eos, now)
+            seq.computed = starts[b] + (2 if ok else 1) if plan.drafted[b] else end
+        return emitted, accepted
+
+    def _retire(self, plan: PassPlan) -> list[RequestEvent]:
+        done, now = [], time.perf_counter_ns()
+        mtp_on = self.drafter is not None
+        for seq in plan.rows:
+            valid = min(seq.computed, seq.mtp_computed) if mtp_on else seq.computed
+            if not seq.prefix_offered and (valid >= len(seq.prompt) or seq.finished):
+                self.prefix.insert(seq.prompt, seq.blocks, valid)
+                seq.prefix_offered = True
+            if seq.finished:
+                seq.done_ns = now
+                self.scheduler.release(seq)
+                done.append(RequestEvent(seq.request_id, len(seq.prompt), seq.num_output, seq.arrival_ns,
+                                         seq.first_token_ns, seq.done_ns, seq.finish_reason,
+                                         seq.cached_tokens, tuple(seq.output)))
+        return done
+
+    def _emit(self, event) -> None:
+        if self.sink is not None:
+            self.sink(event)
