@@ -66,11 +66,16 @@ class StackedExperts(nn.Module):
 
     def __call__(self, x: mx.array, inds: mx.array) -> mx.array:
         # x (..., H), inds (..., k) -> (..., k, H)
+        dtype = x.dtype
+        w_gate, w_up, w_down = self.gate_proj, self.up_proj, self.down_proj
+        if dtype != mx.float32 and mx.default_device() == mx.cpu:
+            # MLX's CPU gather_mm is float32-only: compute experts in float32 there.
+            x, w_gate, w_up, w_down = (a.astype(mx.float32) for a in (x, w_gate, w_up, w_down))
         x = mx.expand_dims(x, (-2, -3))                                      # (..., 1, 1, H)
-        g = mx.gather_mm(x, self.gate_proj.swapaxes(-1, -2), rhs_indices=inds)  # (..., k, 1, I)
-        u = mx.gather_mm(x, self.up_proj.swapaxes(-1, -2), rhs_indices=inds)
-        y = mx.gather_mm(nn.silu(g) * u, self.down_proj.swapaxes(-1, -2), rhs_indices=inds)
-        return y.squeeze(-2)
+        g = mx.gather_mm(x, w_gate.swapaxes(-1, -2), rhs_indices=inds)       # (..., k, 1, I)
+        u = mx.gather_mm(x, w_up.swapaxes(-1, -2), rhs_indices=inds)
+        y = mx.gather_mm(nn.silu(g) * u, w_down.swapaxes(-1, -2), rhs_indices=inds)
+        return y.squeeze(-2).astype(dtype)
 
 
 class MoE(nn.Module):
