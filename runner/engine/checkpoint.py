@@ -82,7 +82,7 @@ def _load_file(f: Path) -> dict[str, mx.array]:
         raise CheckpointError(f"{f}: cannot read safetensors ({e})") from None
 
 
-def _stack_experts(raw: dict[str, tuple[mx.array, Path]]) -> dict[str, tuple[mx.array, Path]]:
+def _stack_experts(raw: dict[str, tuple[mx.array, Path]], args: ModelArgs) -> dict[str, tuple[mx.array, Path]]:
     """HF per-expert weights -> one (E, out, in) array per projection."""
     out, groups = {}, {}
     for name, (arr, f) in raw.items():
@@ -93,9 +93,13 @@ def _stack_experts(raw: dict[str, tuple[mx.array, Path]]) -> dict[str, tuple[mx.
             out[name] = (arr, f)
     for (prefix, proj), experts in groups.items():
         ids = sorted(experts)
-        if ids != list(range(len(ids))):
-            raise CheckpointError(f"{experts[ids[0]][1]}: {prefix}.experts.*.{proj}: expert ids {ids} are not 0..{len(ids) - 1}")
-        out[f"{prefix}.experts.{proj}"] = (mx.stack([experts[i][0] for i in ids]), experts[ids[0]][1])
+        f = experts[ids[0]][1]
+        missing = sorted(set(range(args.n_routed_experts)) - set(ids))
+        if missing or ids[-1] >= args.n_routed_experts:
+            names = [to_hf_name(f"{prefix}.experts.{e}.{proj}.weight", args) for e in missing]
+            raise CheckpointError(f"{f}: missing tensor(s) {names}" if missing else
+                                  f"{f}: {prefix}.experts.{ids[-1]}: more experts than n_routed_experts")
+        out[f"{prefix}.experts.{proj}"] = (mx.stack([experts[i][0] for i in ids]), f)
     return out
 
 
@@ -112,7 +116,7 @@ def load_model(directory: Path, args: ModelArgs, with_mtp: bool, with_indexer: b
     for f in files:
         for name, arr in _load_file(f).items():
             raw[from_hf_name(name, args)] = (arr, f)
-    weights = _stack_experts(raw)
+    weights = _stack_experts(raw, args)
     model = Model(args, with_mtp=with_mtp, with_indexer=with_indexer)
     expected = dict(tree_flatten(model.parameters()))
     problems = []

@@ -1,0 +1,34 @@
+"""`runner bench`: speed benchmarks whose output goes into notes, never into tests.
+
+`runner bench` compares this engine with mlx-lm on one checkpoint (decode tok/s at
+batch 1, aggregate decode tok/s at batch 4, prefill tok/s for a 512-token prompt);
+`runner bench --mtp` is the MTP A/B (off vs each draft policy at 1 and 4 sequences).
+Systems and arms are interleaved within each round so machine drift hits all alike.
+"""
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="tiny", help="checkpoint dir or shipped name (default: tiny)")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default: 5)")
+    p.add_argument("--tokens", type=int, default=128, help="new tokens per sequence (default: 128)")
+    p.add_argument("--mtp", action="store_true", help="run the MTP A/B instead of the mlx-lm comparison")
+    p.add_argument("--arms", default="off,always,solo,adaptive",
+                   help="with --mtp: comma-separated arms among off, always, solo, adaptive, lazy-solo")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..engine.checkpoint import CheckpointError
+    try:
+        if args.mtp:
+            from .mtp_ab import run
+            run(args.model, args.rounds, args.tokens, args.arms.split(","))
+        else:
+            from .versus_mlx_lm import run
+            run(args.model, args.rounds, args.tokens)
+    except CheckpointError as e:
+        print(f"runner bench: {e}")
+        return 2
+    return 0

@@ -1,0 +1,66 @@
+"""MTP A/B: decode tok/s per sequence with speculation off vs each draft policy, at one
+and at four concurrent sequences, with drafted passes, acceptance and state bytes."""
+from __future__ import annotations
+
+import json
+import statistics
+
+from ..engine import Engine, PassEvent, RequestEvent
+from .stats import machine_line, ratio_spread, spread
+
+ARMS = {
+    "off": dict(mtp=False),
+    "always": dict(mtp=True, draft_policy="always"),
+    "solo": dict(mtp=True, draft_policy="solo"),
+    "adaptive": dict(mtp=True, draft_policy="adaptive"),
+    "lazy-solo": dict(mtp=True, draft_policy="solo", mtp_sync="lazy"),
+}
+
+
+def heldout_prompts(engine: Engine, n: int, length: int) -> list[list[int]]:
+    texts = [json.loads(l)["text"] for l in (engine.checkpoint_dir / "heldout.jsonl").read_text().splitlines()]
+    ids = [engine.tokenizer.encode(t).ids for t in texts]
+    return [x[:length] for x in ids if len(x) >= length][:n]
+
+
+def measure(engine: Engine, prompts: list[list[int]], new_tokens: int) -> dict:
+    events: list = []
+    engine.sink = events.append
+    engine.generate(prompts, max_new_tokens=new_tokens)
+    reqs = [e for e in events if isinstance(e, RequestEvent)]
+    passes = [e for e in events if isinstance(e, PassEvent)]
+    per_seq = [(r.output_tokens - 1) / ((r.done_ns - r.first_token_ns) / 1e9) for r in reqs]
+    drafted = sum(p.drafted for p in passes)
+    return dict(decode=statistics.mean(per_seq), drafted_passes=sum(p.drafted > 0 for p in passes),
+                passes=len(passes), acceptance=(sum(p.accepted for p in passes) / drafted) if drafted else 0.0,
+                state_mb=max(p.max_row_state_bytes for p in passes) / 1e6)
+
+
+def run(model: str, rounds: int, new_tokens: int, arms: list[str]) -> None:
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown:
+        raise SystemExit(f"runner bench --mtp: unknown arm(s) {unknown}; known: {sorted(ARMS)}")
+    engines = {a: Engine.from_pretrained(model, max_batch_size=4, prefill_chunk=256, **ARMS[a]) for a in arms}
+    sets = {}
+    any_engine = next(iter(engines.values()))
+    pool = heldout_prompts(any_engine, 4 * (rounds + 1), 48)
+    for width in (1, 4):
+        sets[width] = [pool[i * width:(i + 1) * width] for i in range(rounds + 1)]
+    results = {(a, w): [] for a in arms for w in (1, 4)}
+    for r in range(rounds + 1):          # round 0 warms up (compilation) and is dropped
+        for w in (1, 4):
+            for a in arms:
+                m = measure(engines[a], sets[w][r], new_tokens)
+                if r:
+                    results[(a, w)].append(m)
+    print(machine_line())
+    print(f"checkpoint: {any_engine.checkpoint_dir}, {rounds} interleaved rounds, {new_tokens} new tokens, held-out prompts of 48 tokens")
+    print(f"{'arm':<10} {'seqs':>4} {'decode tok/s/seq':>24} {'vs off':>20} {'drafted passes':>15} {'acceptance':>11} {'state MB/seq':>12}")
+    for w in (1, 4):
+        for a in arms:
+            ms = results[(a, w)]
+            dec = [m["decode"] for m in ms]
+            base = [m["decode"] for m in results[("off", w)]] if "off" in arms else dec
+            print(f"{a:<10} {w:>4} {spread(dec):>24} {ratio_spread(dec, base):>20} "
+                  f"{statistics.mean(m['drafted_passes'] for m in ms):>7.1f}/{statistics.mean(m['passes'] for m in ms):<7.1f}"
+                  f"{statistics.mean(m['acceptance'] for m in ms):>11.1%} {max(m['state_mb'] for m in ms):>12.3f}")
