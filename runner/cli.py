@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(verb, help=help_)
         if verb == chosen:  # import only the module the user asked for
             mod = importlib.import_module(module)
-            getattr(mod, f"add_{verb.replace('-', '_')}_arguments", mod.add_arguments)(p)
+            name = f"add_{verb.replace('-', '_')}_arguments"
+            (getattr(mod, name) if hasattr(mod, name) else mod.add_arguments)(p)
     args = parser.parse_args(argv)
     mod = importlib.import_module(VERBS[args.verb][0])
     handler = getattr(mod, f"main_{args.verb.replace('-', '_')}", None) or mod.main

@@ -1,0 +1,136 @@
+"""The `runner run`, `runner export` and `runner import` verbs: argument parsing, exit
+codes and messages. Bad input (declaration, database, export files) is reported as
+readable lines on stderr with exit code 2 and no traceback; an interrupted run exits 130
+and says how to resume. The work itself lives in execute.py and runner.store.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import traceback
+from pathlib import Path
+
+DEFAULT_DB = Path("reports/data/runs.duckdb")
+EXPERIMENTS = Path("reports/experiments")
+QUICK_HELP = ("shrink the workload for a smoke test: 1 round, at most 2 requests per client, "
+              "at most 16 new tokens; the runs are stored with quick=true and pages label them")
+
+
+def _err(*lines: str) -> None:
+    for line in lines:
+        print(line, file=sys.stderr)
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = ("Run every cell (arm x concurrency x round) of a declared experiment on the "
+                     "engine and append raw rows to DuckDB. Cells already complete for this "
+                     "declaration on this chip are skipped, so re-running resumes.")
+    p.add_argument("experiment", help=f"a name (a file in {EXPERIMENTS}/) or a path to a .toml")
+    p.add_argument("--quick", action="store_true", help=QUICK_HELP)
+    p.add_argument("--json", action="store_true", help="progress as JSON lines on stderr")
+    p.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database (default {DEFAULT_DB})")
+    p.add_argument("--check", action="store_true", help="validate the declaration and stop")
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main_run(args: argparse.Namespace) -> int:
+    from runner.store.store import StoreError
+    from .declaration import DeclarationError, find_declaration, load
+    from .workload import WorkloadError
+
+    path = find_declaration(args.experiment, EXPERIMENTS)
+    try:
+        exp = load(path)
+    except DeclarationError as e:
+        known = sorted(p.stem for p in EXPERIMENTS.glob("*.toml"))
+        hint = [f"declared experiments: {', '.join(known)}"] if not path.exists() and known else []
+        _err(f"error: {path} is not a valid experiment declaration:", *(f"  {i}" for i in e.issues), *hint)
+        return 2
+    if args.check:
+        print(f"{path}: valid ({len(exp.arms)} arms, concurrency {list(exp.concurrency)}, "
+              f"{exp.rounds} rounds)")
+        return 0
+    if args.quick:
+        exp = exp.shrunk()
+    from .execute import run_experiment
+    from .progress import Progress
+
+    progress = Progress(mode="json" if args.json else None)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a polite kill marks the cell failed
+    resume = f"run `runner run {args.experiment}{' --quick' if args.quick else ''}` again to resume"
+    try:
+        summary = run_experiment(exp, args.db, progress)
+    except (StoreError, WorkloadError) as e:
+        _err(f"error: {e}")
+        return 2
+    except KeyboardInterrupt:
+        _err(f"interrupted: the cell in progress is marked failed, finished cells are kept; {resume}")
+        return 130
+    except Exception:
+        traceback.print_exc()
+        _err(f"error: the run crashed; the cell in progress is marked failed, finished cells are "
+             f"kept; {resume}")
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    progress.note(f"{exp.name}: {summary.completed} cells run, {summary.skipped} already complete "
+                  f"({summary.planned} planned) -> {args.db}")
+    return 0
+
+
+def add_export_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = "Write an experiment's complete runs (chips, runs, requests, passes) as Parquet."
+    p.add_argument("experiment", help="the experiment name (the declaration's file stem)")
+    p.add_argument("--out", type=Path, required=True, help="folder for the four .parquet files")
+    p.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database (default {DEFAULT_DB})")
+
+
+def main_export(args: argparse.Namespace) -> int:
+    from runner.store.exchange import export_experiment
+    from runner.store.store import Store, StoreError
+    if not args.db.exists():
+        _err(f"error: database {args.db} does not exist")
+        return 2
+    try:
+        with Store.open(args.db) as st:
+            written = export_experiment(st, args.experiment, args.out)
+    except StoreError as e:
+        _err(f"error: {e}")
+        return 2
+    print(f"exported {args.experiment} to {args.out}: " +
+          ", ".join(f"{n} {t}" for t, n in written.items()))
+    return 0
+
+
+def add_import_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = ("Merge runs exported on other machines (an export folder, one of its "
+                     ".parquet files, or a bothrows .duckdb file). Idempotent by run id.")
+    p.add_argument("sources", nargs="+", type=Path, metavar="FILE_OR_DIR")
+    p.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database (default {DEFAULT_DB})")
+
+
+def main_import(args: argparse.Namespace) -> int:
+    from runner.store.exchange import import_tables, read_source
+    from runner.store.store import Store, StoreError
+    tables, problems = {}, []
+    for source in args.sources:  # read everything first: a bad source imports nothing
+        try:
+            tables[source] = read_source(source)
+        except StoreError as e:
+            problems.append(f"  {e}")
+    if problems:
+        _err("error: nothing imported:", *problems)
+        return 2
+    try:
+        with Store.open(args.db) as st:
+            for source, t in tables.items():
+                added = import_tables(st, t, str(source))
+                print(f"{source}: added " + ", ".join(f"{n} {name}" for name, n in added.items()))
+    except StoreError as e:
+        _err(f"error: {e}")
+        return 2
+    return 0

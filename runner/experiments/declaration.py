@@ -1,0 +1,138 @@
+"""An experiment declaration (`reports/experiments/<name>.toml`) -> an Experiment.
+
+Every problem (TOML syntax, unknown key, wrong type, a concurrency list without 1 or the
+ceiling, a knob the engine rejects, a missing model) is collected and raised together as
+one DeclarationError whose lines each name the file, the key and the reason. Nothing
+runs before a declaration is valid. This module does not build workloads or run cells.
+Relative paths (model, workload.prompts) are taken from the current directory.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.engine import EngineConfig
+
+from .validate import WORKLOAD_KEYS, check
+
+
+
+@dataclass(frozen=True)
+class DeclarationIssue:
+    file: str
+    key: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.key}: {self.reason}"
+
+
+class DeclarationError(Exception):
+    def __init__(self, issues: list[DeclarationIssue]):
+        self.issues = issues
+        super().__init__("\n".join(str(i) for i in issues))
+
+
+@dataclass(frozen=True)
+class Workload:
+    prompts: str                    # "heldout" or a JSONL path
+    requests_per_client: int
+    prompt_tokens: tuple[int, int]  # inclusive range
+    max_new_tokens: int
+    temperature: float = 0.0
+    shared_prefix_tokens: int = 0   # every prompt starts with the same tokens
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    source: str                     # the file it came from
+    sha256: str                     # of the file's bytes: a changed declaration means new cells
+    title: str
+    model: str                      # as written: "tiny" or a path
+    seed: int
+    rounds: int
+    concurrency: tuple[int, ...]
+    workload: Workload
+    engine: dict = field(default_factory=dict)   # knobs shared by every arm
+    arms: dict = field(default_factory=dict)     # arm name -> its own knobs, in declared order
+    quick: bool = False
+
+    def knobs(self, arm: str) -> dict:
+        """The knobs the arm's engine is built with: [engine] overlaid by [arms.<arm>]."""
+        return {**self.engine, **self.arms[arm]}
+
+    def ceiling(self, arm: str) -> int:
+        return EngineConfig.from_kwargs(**self.knobs(arm)).max_batch_size
+
+    def shrunk(self) -> "Experiment":
+        """--quick: one round, at most 2 requests per client of at most 16 new tokens."""
+        w = self.workload
+        small = dataclasses.replace(w, requests_per_client=min(2, w.requests_per_client),
+                                    max_new_tokens=min(16, w.max_new_tokens))
+        return dataclasses.replace(self, rounds=1, workload=small, quick=True)
+
+    def to_toml(self) -> str:
+        w = self.workload
+        lines = [f"title = {_toml(self.title)}", f"model = {_toml(self.model)}",
+                 f"seed = {self.seed}", f"rounds = {self.rounds}",
+                 f"concurrency = {_toml(list(self.concurrency))}", "", "[workload]"]
+        for key in WORKLOAD_KEYS:
+            value = getattr(w, key)
+            lines.append(f"{key} = {_toml(list(value) if key == 'prompt_tokens' else value)}")
+        lines += ["", "[engine]"] + [f"{k} = {_toml(v)}" for k, v in self.engine.items()]
+        for arm, knobs in self.arms.items():
+            lines += ["", f"[arms.{_toml(arm)}]"] + [f"{k} = {_toml(v)}" for k, v in knobs.items()]
+        return "\n".join(lines) + "\n"
+
+
+_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + "".join(_TOML_ESCAPES.get(ch, f"\\u{ord(ch):04x}" if ord(ch) < 0x20 or ch == "\x7f"
+                                         else ch) for ch in value) + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def find_declaration(name_or_path: str, folder: Path = Path("reports/experiments")) -> Path:
+    """A name (a file in `folder`) or a path to a .toml."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or p.exists():
+        return p
+    return folder / f"{name_or_path}.toml"
+
+
+def load(path: str | Path) -> Experiment:
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise DeclarationError([DeclarationIssue(str(path), "(file)", e.strerror or str(e))]) from None
+    return parse(data, source=str(path), name=path.stem)
+
+
+def parse(data: bytes, source: str, name: str) -> Experiment:
+    sha = hashlib.sha256(data).hexdigest()
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise DeclarationError([DeclarationIssue(source, "(file)", f"not UTF-8 text ({e.reason})")]) from None
+    except tomllib.TOMLDecodeError as e:
+        raise DeclarationError([DeclarationIssue(source, "(syntax)", f"invalid TOML: {e}")]) from None
+    values, problems = check(doc)
+    if problems:
+        raise DeclarationError([DeclarationIssue(source, key, reason) for key, reason in problems])
+    values["workload"] = Workload(**values["workload"])
+    return Experiment(name=name, source=source, sha256=sha, **values)

@@ -1,0 +1,190 @@
+"""The key-by-key rules of an experiment declaration.
+
+`check(doc)` takes the parsed TOML and returns the checked values plus every problem as
+(key, reason), never raising on bad input: types, ranges, unknown keys, the rule that
+concurrency holds 1 and each arm's ceiling (max_batch_size), engine knobs (through
+EngineConfig and Engine.check_knobs, attributed to `engine.<knob>` or `arms.<arm>.<knob>`),
+and the model and prompt files. It does not know file names; declaration.py adds them.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from runner.engine import EngineConfig
+from runner.engine.checkpoint import resolve_checkpoint
+
+TOP_KEYS = ("title", "model", "seed", "rounds", "concurrency", "workload", "engine", "arms")
+WORKLOAD_KEYS = ("prompts", "requests_per_client", "prompt_tokens", "max_new_tokens",
+                 "temperature", "shared_prefix_tokens")
+ARM_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
+_KNOB = re.compile(r"engine knob (\w+)|unknown engine knob\(s\) \['(\w+)'|^(\w+):")
+_REQUIRED = object()
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.problems: list[tuple[str, str]] = []
+
+    def bad(self, key: str, reason: str) -> None:
+        if (key, reason) not in self.problems:
+            self.problems.append((key, reason))
+
+    def unknown(self, table: dict, prefix: str, allowed: tuple[str, ...]) -> None:
+        for key in table:
+            if key not in allowed:
+                self.bad(prefix + key, f"unknown key (known: {', '.join(allowed)})")
+
+    def value(self, table: dict, key: str, prefix: str, kind: str, default: Any = _REQUIRED,
+              minimum: float | None = None) -> Any:
+        if key not in table:
+            if default is _REQUIRED:
+                self.bad(prefix + key, "required key is missing")
+            return None if default is _REQUIRED else default
+        v = table[key]
+        ok = {"int": isinstance(v, int) and not isinstance(v, bool),
+              "number": isinstance(v, (int, float)) and not isinstance(v, bool),
+              "str": isinstance(v, str) and v.strip() != "",
+              "table": isinstance(v, dict)}[kind]
+        if not ok:
+            want = {"int": "an integer", "number": "a number", "str": "a non-empty string",
+                    "table": "a table"}[kind]
+            self.bad(prefix + key, f"expected {want}, got {v!r}")
+            return None
+        if minimum is not None and v < minimum:
+            self.bad(prefix + key, f"must be >= {minimum:g}, got {v!r}")
+            return None
+        return float(v) if kind == "number" else v
+
+    def int_list(self, table: dict, key: str, prefix: str, minimum: int) -> list[int] | None:
+        v = table.get(key)
+        if key not in table:
+            self.bad(prefix + key, "required key is missing")
+        elif (not isinstance(v, list) or not v
+              or any(isinstance(x, bool) or not isinstance(x, int) or x < minimum for x in v)):
+            self.bad(prefix + key, f"expected a non-empty list of integers >= {minimum}, got {v!r}")
+        else:
+            return v
+        return None
+
+
+def check(doc: dict) -> tuple[dict, list[tuple[str, str]]]:
+    c = _Checker()
+    c.unknown(doc, "", TOP_KEYS)
+    out = {"title": c.value(doc, "title", "", "str"), "model": c.value(doc, "model", "", "str"),
+           "seed": c.value(doc, "seed", "", "int", minimum=0),
+           "rounds": c.value(doc, "rounds", "", "int", default=1, minimum=1)}
+    concurrency = c.int_list(doc, "concurrency", "", 1)
+    if concurrency and len(set(concurrency)) != len(concurrency):
+        c.bad("concurrency", f"values must be distinct, got {concurrency}")
+        concurrency = None
+    out["concurrency"] = tuple(concurrency or ())
+    out["workload"] = _workload(c, c.value(doc, "workload", "", "table"))
+    engine = _knob_table(c, c.value(doc, "engine", "", "table", default={}), "engine.")
+    arms = {}
+    for name, table in (c.value(doc, "arms", "", "table") or {}).items():
+        if not ARM_NAME.match(name):
+            c.bad(f"arms.{name}", "arm names use letters, digits, '_' and '-' only")
+        elif not isinstance(table, dict):
+            c.bad(f"arms.{name}", f"expected a table of engine knobs, got {table!r}")
+        else:
+            arms[name] = _knob_table(c, table, f"arms.{name}.")
+    if "arms" in doc and isinstance(doc["arms"], dict) and not doc["arms"]:
+        c.bad("arms", "declare at least one arm, e.g. [arms.base]")
+    out["engine"], out["arms"] = engine, arms
+    checkpoint = _checkpoint(c, out["model"])
+    _arm_knobs(c, engine, arms, concurrency, checkpoint)
+    _prompts(c, out["workload"], checkpoint)
+    return out, c.problems
+
+
+def _workload(c: _Checker, table: dict | None) -> dict:
+    if table is None:
+        return {}
+    p = "workload."
+    c.unknown(table, p, WORKLOAD_KEYS)
+    w = {"prompts": c.value(table, "prompts", p, "str"),
+         "requests_per_client": c.value(table, "requests_per_client", p, "int", minimum=1),
+         "max_new_tokens": c.value(table, "max_new_tokens", p, "int", minimum=1),
+         "temperature": c.value(table, "temperature", p, "number", default=0.0, minimum=0),
+         "shared_prefix_tokens": c.value(table, "shared_prefix_tokens", p, "int", default=0, minimum=0)}
+    span = c.int_list(table, "prompt_tokens", p, 1)
+    if span is not None and (len(span) != 2 or span[0] > span[1]):
+        c.bad(p + "prompt_tokens", f"expected an inclusive range [low, high] with low <= high, got {span}")
+        span = None
+    w["prompt_tokens"] = tuple(span) if span else None
+    if span and w["shared_prefix_tokens"] is not None and w["shared_prefix_tokens"] >= span[0]:
+        c.bad(p + "shared_prefix_tokens", f"must be below the shortest prompt ({span[0]} tokens) "
+              f"so that every prompt has its own tokens, got {w['shared_prefix_tokens']}")
+    return w
+
+
+def _knob_table(c: _Checker, table: dict | None, prefix: str) -> dict:
+    knobs = {}
+    for knob, value in (table or {}).items():
+        if not isinstance(value, (str, int, float, bool)):
+            c.bad(prefix + knob, f"expected a string, number or boolean, got {value!r}")
+            continue
+        try:
+            EngineConfig.from_kwargs(**{knob: value})
+        except ValueError as e:
+            c.bad(prefix + knob, str(e))
+            continue
+        knobs[knob] = value
+    return knobs
+
+
+def _checkpoint(c: _Checker, model: str | None) -> Path | None:
+    if model is None:
+        return None
+    path = resolve_checkpoint(model)
+    missing = [f for f in ("config.json", "tokenizer.json") if not (path / f).is_file()]
+    if not path.is_dir():
+        c.bad("model", f"no shipped model or checkpoint directory named {model!r} (looked at {path})")
+    elif missing:
+        c.bad("model", f"{path} is not a checkpoint: missing {', '.join(missing)}")
+    else:
+        return path
+    return None
+
+
+def _arm_knobs(c: _Checker, engine: dict, arms: dict, concurrency: list[int] | None,
+               checkpoint: Path | None) -> None:
+    from runner.engine import Engine  # pulls in MLX: only once the cheap checks are done
+    for arm, own in arms.items():
+        merged = {**engine, **own}
+
+        def blame(e: ValueError) -> None:
+            m = _KNOB.search(str(e))
+            knob = next((g for g in m.groups() if g), None) if m else None
+            where = (f"arms.{arm}.{knob}" if knob in own else f"engine.{knob}" if knob in engine
+                     else f"arms.{arm}")
+            c.bad(where, str(e))
+
+        try:
+            cfg = EngineConfig.from_kwargs(**merged)
+        except ValueError as e:
+            blame(e)
+            continue
+        if concurrency:
+            for level, why in ((1, "1 (one sequence)"), (cfg.max_batch_size, "the ceiling")):
+                if level not in concurrency:
+                    c.bad("concurrency", f"must contain {why}: {level} for arm {arm!r} "
+                          f"(max_batch_size {cfg.max_batch_size}), got {concurrency}")
+        if checkpoint is not None:
+            try:
+                Engine.check_knobs(checkpoint, **merged)
+            except ValueError as e:
+                blame(e)
+
+
+def _prompts(c: _Checker, workload: dict, checkpoint: Path | None) -> None:
+    prompts = workload.get("prompts")
+    if prompts is None:
+        return
+    if prompts == "heldout":
+        if checkpoint is not None and not (checkpoint / "heldout.jsonl").is_file():
+            c.bad("workload.prompts", f"{checkpoint} has no heldout.jsonl; give a JSONL path instead")
+    elif not Path(prompts).is_file():
+        c.bad("workload.prompts", f"'heldout' or a JSONL file; {prompts!r} does not exist")

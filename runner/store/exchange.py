@@ -1,0 +1,125 @@
+"""Moving runs between machines: export one experiment's complete runs to Parquet, and
+merge such exports (or another machine's whole DuckDB file) into this database.
+
+Import is idempotent: a run already present (same run_id) or a chip already present
+(same chip_id) is skipped, so importing the same export twice adds nothing. This module
+writes only through an open Store; it does not render anything.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .store import Store, StoreError
+
+TABLES = ("chips", "runs", "requests", "passes")
+
+
+def _columns(st: Store, table: str) -> list[str]:
+    rows = st.con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                          "ORDER BY ordinal_position", [table]).fetchall()
+    return [r[0] for r in rows]
+
+
+def export_experiment(st: Store, experiment: str, out_dir: str | Path) -> dict[str, int]:
+    """Write chips/runs/requests/passes.parquet for the experiment's complete runs.
+    Returns rows written per table; raises StoreError when there is nothing to export."""
+    selects = {
+        "runs": "SELECT * FROM runs WHERE experiment = ? AND status = 'complete' ORDER BY run_id",
+        "chips": "SELECT * FROM chips WHERE chip_id IN (SELECT chip_id FROM runs WHERE "
+                 "experiment = ? AND status = 'complete') ORDER BY chip_id",
+        "requests": "SELECT q.* FROM requests q JOIN runs r USING (run_id) WHERE r.experiment = ? "
+                    "AND r.status = 'complete' ORDER BY q.run_id, q.request_id",
+        "passes": "SELECT p.* FROM passes p JOIN runs r USING (run_id) WHERE r.experiment = ? "
+                  "AND r.status = 'complete' ORDER BY p.run_id, p.pass_index",
+    }
+    tables = {t: st.con.sql(sql, params=[experiment]).to_arrow_table() for t, sql in selects.items()}
+    if tables["runs"].num_rows == 0:
+        known = [r[0] for r in st.con.execute(
+            "SELECT DISTINCT experiment FROM runs WHERE status = 'complete' ORDER BY 1").fetchall()]
+        raise StoreError(f"database {st.path} has no complete runs of experiment {experiment!r} "
+                         f"(experiments with complete runs: {known or 'none'})")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for t in TABLES:
+        pq.write_table(tables[t], out / f"{t}.parquet")
+    return {t: tables[t].num_rows for t in TABLES}
+
+
+def _read_export(source: Path) -> dict[str, pa.Table]:
+    folder = source.parent if source.suffix == ".parquet" else source
+    missing = [f"{t}.parquet" for t in TABLES if not (folder / f"{t}.parquet").is_file()]
+    if missing:
+        raise StoreError(f"{source}: not an export (missing {', '.join(missing)} in {folder})")
+    try:
+        return {t: pq.read_table(folder / f"{t}.parquet") for t in TABLES}
+    except (pa.ArrowInvalid, OSError) as e:
+        raise StoreError(f"{folder}: cannot read Parquet: {e}") from None
+
+
+def _read_database(source: Path) -> dict[str, pa.Table]:
+    try:
+        con = duckdb.connect(str(source), read_only=True)
+    except duckdb.Error as e:
+        raise StoreError(f"{source}: cannot open as a DuckDB database: {e}") from None
+    try:
+        return {t: con.sql(f"SELECT * FROM {t} WHERE " + (
+            "status = 'complete'" if t == "runs" else "true")).to_arrow_table() for t in TABLES}
+    except duckdb.Error as e:
+        raise StoreError(f"{source}: not a bothrows database: {e}") from None
+    finally:
+        con.close()
+
+
+def read_source(source: str | Path) -> dict[str, pa.Table]:
+    """An export folder, one of its Parquet files, or a bothrows .duckdb file."""
+    path = Path(source)
+    if not path.exists():
+        raise StoreError(f"{path}: no such file or folder")
+    if path.is_file() and path.suffix != ".parquet":
+        return _read_database(path)
+    return _read_export(path)
+
+
+def import_tables(st: Store, tables: dict[str, pa.Table], source: str) -> dict[str, int]:
+    """Merge exported tables; returns rows added per table (0 everywhere on a repeat)."""
+    for t in TABLES:
+        missing = sorted(set(_columns(st, t)) - set(tables[t].column_names))
+        if missing:
+            raise StoreError(f"{source}: {t} lacks columns {missing}")
+    before = {t: st._one(f"SELECT count(*) FROM {t}")[0] for t in TABLES}
+    names = {t: f"_import_{t}" for t in TABLES}
+    for t in TABLES:
+        st.con.register(names[t], tables[t])
+    try:
+        orphans = st.con.execute(
+            f"SELECT DISTINCT chip_id FROM {names['runs']} WHERE chip_id NOT IN "
+            f"(SELECT chip_id FROM {names['chips']}) AND chip_id NOT IN (SELECT chip_id FROM chips)"
+        ).fetchall()
+        if orphans:
+            raise StoreError(f"{source}: runs name chips {[o[0] for o in orphans]} that it does not carry")
+        with st.transaction():
+            _merge(st, names)
+    finally:
+        for t in TABLES:
+            st.con.unregister(names[t])
+    return {t: st._one(f"SELECT count(*) FROM {t}")[0] - before[t] for t in TABLES}
+
+
+def _merge(st: Store, names: dict[str, str]) -> None:
+    cols = {t: ", ".join(_columns(st, t)) for t in TABLES}
+    st.con.execute("CREATE TEMP TABLE _new_runs AS SELECT DISTINCT run_id FROM "
+                   f"{names['runs']} WHERE status = 'complete' AND run_id NOT IN (SELECT run_id FROM runs)")
+    try:
+        st.con.execute(f"INSERT INTO chips SELECT DISTINCT {cols['chips']} FROM {names['chips']} "
+                       "WHERE chip_id NOT IN (SELECT chip_id FROM chips)")
+        st.con.execute(f"INSERT INTO runs SELECT {cols['runs']} FROM {names['runs']} "
+                       "WHERE run_id IN (SELECT run_id FROM _new_runs)")
+        for t in ("requests", "passes"):
+            st.con.execute(f"INSERT INTO {t} SELECT {cols[t]} FROM {names[t]} "
+                           "WHERE run_id IN (SELECT run_id FROM _new_runs)")
+    finally:
+        st.con.execute("DROP TABLE _new_runs")

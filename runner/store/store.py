@@ -1,0 +1,236 @@
+"""The only writer of the bothrows DuckDB file: open (with its write lock), migrate, and
+append chips, runs, requests and passes.
+
+Append-only: a re-measurement adds runs; nothing changes in place except a run's status
+and finish time. Rows go in as Arrow tables, never one `executemany` row at a time.
+This module does not read data for pages (that is `runner.publish.queries`) and knows
+nothing about the engine or experiments beyond the column names.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import uuid
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+import pyarrow as pa
+
+SCHEMA_SQL = Path(__file__).with_name("schema.sql")
+# version -> DDL that brings the database from version-1 to version. Add, never edit.
+MIGRATIONS: dict[int, str] = {1: SCHEMA_SQL.read_text()}
+SCHEMA_VERSION = max(MIGRATIONS)
+
+CHIP_COLUMNS = ("name", "device", "cores", "memory_bytes", "os", "mlx_version")
+REQUEST_SCHEMA = pa.schema([
+    ("request_id", pa.int32()), ("client", pa.int32()), ("prompt_tokens", pa.int32()),
+    ("output_tokens", pa.int32()), ("cached_tokens", pa.int32()), ("arrival_ns", pa.int64()),
+    ("first_token_ns", pa.int64()), ("done_ns", pa.int64()), ("output_sha256", pa.string()),
+])
+PASS_SCHEMA = pa.schema([
+    ("pass_index", pa.int32()), ("start_ns", pa.int64()), ("duration_ns", pa.int64()),
+    ("kind", pa.string()), ("width", pa.int32()), ("prefill_tokens", pa.int32()),
+    ("decode_tokens", pa.int32()), ("drafted", pa.int32()), ("accepted", pa.int32()),
+    ("emitted", pa.int32()), ("state_bytes", pa.int64()), ("max_row_state_bytes", pa.int64()),
+])
+RUN_STATUSES = ("running", "complete", "failed")
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
+# DuckDB hands a second connection in the same process the same database instance
+# without any lock error; this registry makes "one writer per file" hold in-process too.
+_OPEN_HERE: set[str] = set()
+
+
+class StoreError(Exception):
+    """A readable problem with the database or the rows given to it."""
+
+
+class StoreLocked(StoreError):
+    """Another writer holds the database."""
+
+
+def chip_id_of(fingerprint: dict) -> str:
+    canonical = json.dumps(fingerprint, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def _utc_naive(ts: datetime | None) -> datetime:
+    ts = ts or datetime.now(timezone.utc)
+    return ts.astimezone(timezone.utc).replace(tzinfo=None) if ts.tzinfo else ts
+
+
+class Store:
+    """An open, migrated database holding the write lock until close()."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path):
+        self.con = con
+        self.path = path
+
+    # -- opening -------------------------------------------------------------
+    @classmethod
+    def open(cls, db_path: str | os.PathLike) -> "Store":
+        path = Path(db_path).resolve()
+        key = str(path)
+        if key in _OPEN_HERE:
+            raise StoreLocked(f"database {path} is locked by this process (PID {os.getpid()}): "
+                              "another Store is already open on it")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"database {path}: cannot create its folder: {e.strerror}") from None
+        try:
+            con = duckdb.connect(key)
+        except duckdb.IOException as e:
+            m = _LOCK_HOLDER.search(str(e))
+            if m:
+                raise StoreLocked(f"database {path} is locked by PID {m.group(2)} ({m.group(1)}); "
+                                  "wait for it to finish or pass --db another file") from None
+            raise StoreError(f"database {path}: {e}") from None
+        except duckdb.Error as e:
+            raise StoreError(f"database {path}: {e}") from None
+        store = cls(con, path)
+        try:
+            store._migrate()
+        except BaseException:
+            con.close()
+            raise
+        _OPEN_HERE.add(key)
+        return store
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+            _OPEN_HERE.discard(str(self.path))
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def schema_version(self) -> int:
+        has = self._one("SELECT count(*) FROM information_schema.tables "
+                        "WHERE table_name = 'schema_version'")[0]
+        if not has:
+            return 0
+        v = self._one("SELECT max(version) FROM schema_version")[0]
+        return int(v or 0)
+
+    def _migrate(self) -> None:
+        current = self.schema_version()
+        if current > SCHEMA_VERSION:
+            raise StoreError(f"database {self.path} has schema version {current}, newer than this "
+                             f"bothrows understands ({SCHEMA_VERSION}); update bothrows")
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            with self.transaction():
+                self.con.execute(MIGRATIONS[version])
+                self.con.execute("INSERT INTO schema_version VALUES (?)", [version])
+
+    def _one(self, sql: str, params: list | None = None) -> tuple | None:
+        """First row of a query, fetched to the end (DuckDB refuses new work on a
+        connection with an unfinished result)."""
+        rows = self.con.execute(sql, params or []).fetchall()
+        return rows[0] if rows else None
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All statements inside commit together or not at all."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    # -- writing -------------------------------------------------------------
+    def ensure_chip(self, fingerprint: dict) -> str:
+        missing = [k for k in CHIP_COLUMNS if k not in fingerprint]
+        if missing:
+            raise StoreError(f"chip fingerprint is missing {missing}")
+        chip_id = chip_id_of(fingerprint)
+        fp_json = json.dumps(fingerprint, sort_keys=True, default=str)
+        self.con.execute(
+            "INSERT INTO chips SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS "
+            "(SELECT 1 FROM chips WHERE chip_id = ?)",
+            [chip_id, *(fingerprint[k] for k in CHIP_COLUMNS), fp_json, chip_id])
+        return chip_id
+
+    def begin_run(self, *, experiment: str, declaration_sha256: str, arm: str, concurrency: int,
+                  round: int, chip_id: str, model_sha256: str, code_version: str, knobs: dict,
+                  seed: int, quick: bool, started_at: datetime | None = None) -> str:
+        if not self._one("SELECT 1 FROM chips WHERE chip_id = ?", [chip_id]):
+            raise StoreError(f"begin_run: chip {chip_id!r} is not in the database; call ensure_chip first")
+        run_id = uuid.uuid4().hex
+        self.con.execute(
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running')",
+            [run_id, experiment, declaration_sha256, arm, int(concurrency), int(round), chip_id,
+             model_sha256, code_version, json.dumps(knobs, sort_keys=True, default=str), int(seed),
+             bool(quick), _utc_naive(started_at)])
+        return run_id
+
+    def append_requests(self, run_id: str, rows: list[dict]) -> None:
+        self._append("requests", REQUEST_SCHEMA, run_id, rows)
+
+    def append_passes(self, run_id: str, rows: list[dict]) -> None:
+        self._append("passes", PASS_SCHEMA, run_id, rows)
+
+    def finish_run(self, run_id: str, status: str = "complete",
+                   finished_at: datetime | None = None) -> None:
+        if status not in ("complete", "failed"):
+            raise StoreError(f"finish_run: status must be 'complete' or 'failed', got {status!r}")
+        self._require_running(run_id, "finish_run")
+        self.con.execute("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?",
+                         [status, _utc_naive(finished_at), run_id])
+
+    def fail_stale_runs(self) -> int:
+        """Mark runs left 'running' by a killed process as failed (we hold the lock, so no
+        live process can still be writing them). Returns how many were marked."""
+        n = self._one("SELECT count(*) FROM runs WHERE status = 'running'")[0]
+        if n:
+            self.con.execute("UPDATE runs SET status = 'failed' WHERE status = 'running'")
+        return int(n)
+
+    def _require_running(self, run_id: str, what: str) -> None:
+        row = self._one("SELECT status FROM runs WHERE run_id = ?", [run_id])
+        if row is None:
+            raise StoreError(f"{what}: no run {run_id!r}")
+        if row[0] != "running":
+            raise StoreError(f"{what}: run {run_id} is already {row[0]}; runs are append-only")
+
+    def _append(self, table: str, schema: pa.Schema, run_id: str, rows: list[dict]) -> None:
+        self._require_running(run_id, f"append_{table}")
+        if not rows:
+            return
+        want = set(schema.names)
+        for i, row in enumerate(rows):
+            if set(row) != want:
+                missing, extra = sorted(want - set(row)), sorted(set(row) - want)
+                raise StoreError(f"append_{table}: row {i} has missing columns {missing} "
+                                 f"and unknown columns {extra}")
+        try:
+            arrow = pa.Table.from_pylist(rows, schema=schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
+            raise StoreError(f"append_{table}: {e}") from None
+        cols = ", ".join(schema.names)
+        self.con.register("_incoming", arrow)
+        try:
+            self.con.execute(f"INSERT INTO {table} (run_id, {cols}) SELECT ?, {cols} FROM _incoming",
+                             [run_id])
+        finally:
+            self.con.unregister("_incoming")
+
+    # -- reading what the runner itself needs (resume) -------------------------
+    def complete_cells(self, *, experiment: str, declaration_sha256: str, chip_id: str,
+                       quick: bool) -> set[tuple[str, int, int]]:
+        """(arm, concurrency, round) of the complete runs matching this declaration on this chip."""
+        rows = self.con.execute(
+            "SELECT arm, concurrency, round FROM runs WHERE status = 'complete' AND experiment = ? "
+            "AND declaration_sha256 = ? AND chip_id = ? AND quick = ?",
+            [experiment, declaration_sha256, chip_id, bool(quick)]).fetchall()
+        return {(a, int(c), int(r)) for a, c, r in rows}

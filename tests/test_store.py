@@ -1,0 +1,219 @@
+"""The DuckDB store and the Parquet exchange, on real DuckDB files in tmp dirs."""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from runner.store.exchange import export_experiment, import_tables, read_source
+from runner.store.store import SCHEMA_VERSION, Store, StoreError, StoreLocked
+
+CHIP = {"name": "Test CPU", "device": "cpu", "cores": 2, "memory_bytes": 2**30,
+        "os": "Linux-test", "mlx_version": "0.0", "blas": "libblas.so.3", "python": "3.11"}
+
+
+def request_rows(n: int) -> list[dict]:
+    return [{"request_id": i, "client": i % 2, "prompt_tokens": 10 + i, "output_tokens": 4,
+             "cached_tokens": 0, "arrival_ns": 100 * i, "first_token_ns": 100 * i + 50,
+             "done_ns": 100 * i + 90, "output_sha256": f"{i:064x}"} for i in range(n)]
+
+
+def pass_rows(n: int) -> list[dict]:
+    return [{"pass_index": i, "start_ns": 10 * i, "duration_ns": 9, "kind": "decode", "width": 2,
+             "prefill_tokens": 0, "decode_tokens": 2, "drafted": 0, "accepted": 0, "emitted": 2,
+             "state_bytes": 1000 + i, "max_row_state_bytes": 500 + i} for i in range(n)]
+
+
+def add_run(st: Store, experiment="exp", arm="a", concurrency=1, round=0, status="complete",
+            n_requests=3, n_passes=5, chip=CHIP) -> str:
+    chip_id = st.ensure_chip(chip)
+    run_id = st.begin_run(experiment=experiment, declaration_sha256="d" * 64, arm=arm,
+                          concurrency=concurrency, round=round, chip_id=chip_id,
+                          model_sha256="m" * 64, code_version="abc", knobs={"mtp": False},
+                          seed=7, quick=False)
+    st.append_requests(run_id, request_rows(n_requests))
+    st.append_passes(run_id, pass_rows(n_passes))
+    if status != "running":
+        st.finish_run(run_id, status)
+    return run_id
+
+
+def counts(st: Store) -> dict[str, int]:
+    return {t: st.con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
+            for t in ("chips", "runs", "requests", "passes")}
+
+
+def test_open_creates_parents_and_migrates_once(tmp_path):
+    db = tmp_path / "deep" / "er" / "runs.duckdb"
+    with Store.open(db) as st:
+        assert st.schema_version() == SCHEMA_VERSION
+    with Store.open(db) as st:
+        assert st.con.execute("SELECT count(*) FROM schema_version").fetchall()[0][0] == SCHEMA_VERSION
+        assert counts(st) == {"chips": 0, "runs": 0, "requests": 0, "passes": 0}
+
+
+def test_newer_schema_is_refused(tmp_path):
+    db = tmp_path / "runs.duckdb"
+    with Store.open(db) as st:
+        st.con.execute("INSERT INTO schema_version VALUES (?)", [SCHEMA_VERSION + 1])
+    with pytest.raises(StoreError, match="newer than this bothrows"):
+        Store.open(db)
+
+
+def test_not_a_database_is_a_readable_error(tmp_path):
+    db = tmp_path / "runs.duckdb"
+    db.write_text("not duckdb")
+    with pytest.raises(StoreError, match=str(db)):
+        Store.open(db)
+
+
+def test_chip_id_is_a_hash_of_the_canonical_fingerprint(tmp_path):
+    with Store.open(tmp_path / "runs.duckdb") as st:
+        chip_id = st.ensure_chip(CHIP)
+        assert st.ensure_chip(dict(reversed(list(CHIP.items())))) == chip_id
+        canonical = json.dumps(CHIP, sort_keys=True, separators=(",", ":"))
+        assert chip_id == hashlib.sha256(canonical.encode()).hexdigest()[:16]
+        assert counts(st)["chips"] == 1
+        stored = st.con.execute("SELECT name, cores, fingerprint FROM chips").fetchall()[0]
+        assert stored[:2] == ("Test CPU", 2) and json.loads(stored[2])["blas"] == "libblas.so.3"
+        with pytest.raises(StoreError, match="missing"):
+            st.ensure_chip({"name": "x"})
+
+
+def test_run_lifecycle_and_bulk_rows(tmp_path):
+    with Store.open(tmp_path / "runs.duckdb") as st:
+        run_id = add_run(st, n_requests=50, n_passes=20_000)
+        assert counts(st) == {"chips": 1, "runs": 1, "requests": 50, "passes": 20_000}
+        status, knobs, quick, fin = st.con.execute(
+            "SELECT status, knobs, quick, finished_at FROM runs WHERE run_id = ?", [run_id]).fetchall()[0]
+        assert (status, json.loads(knobs), quick) == ("complete", {"mtp": False}, False)
+        assert fin is not None
+        total = st.con.execute("SELECT sum(state_bytes) FROM passes").fetchall()[0][0]
+        assert total == sum(1000 + i for i in range(20_000))
+
+
+def test_finished_runs_are_append_only(tmp_path):
+    with Store.open(tmp_path / "runs.duckdb") as st:
+        run_id = add_run(st)
+        with pytest.raises(StoreError, match="already complete"):
+            st.append_passes(run_id, pass_rows(1))
+        with pytest.raises(StoreError, match="already complete"):
+            st.finish_run(run_id, "failed")
+        with pytest.raises(StoreError, match="no run"):
+            st.finish_run("nope")
+        assert counts(st)["passes"] == 5
+
+
+def test_bad_rows_name_the_columns_and_keep_earlier_data(tmp_path):
+    with Store.open(tmp_path / "runs.duckdb") as st:
+        add_run(st)
+        run_id = add_run(st, status="running", n_requests=0, n_passes=0)
+        bad = pass_rows(2)
+        del bad[1]["emitted"]
+        bad[1]["emited"] = 1
+        with pytest.raises(StoreError, match=r"row 1 has missing columns \['emitted'\].*\['emited'\]"):
+            st.append_passes(run_id, bad)
+        wrong_type = pass_rows(1)
+        wrong_type[0]["width"] = "wide"
+        with pytest.raises(StoreError, match="append_passes"):
+            st.append_passes(run_id, wrong_type)
+        with pytest.raises(StoreError, match="status must be"):
+            st.finish_run(run_id, "done")
+        assert counts(st) == {"chips": 1, "runs": 2, "requests": 3, "passes": 5}
+
+
+def test_stale_running_runs_become_failed_and_only_complete_cells_count(tmp_path):
+    with Store.open(tmp_path / "runs.duckdb") as st:
+        add_run(st, arm="a", round=0)
+        add_run(st, arm="b", round=0, status="failed")
+        add_run(st, arm="a", round=1, status="running")
+        chip_id = st.ensure_chip(CHIP)
+        key = dict(experiment="exp", declaration_sha256="d" * 64, chip_id=chip_id)
+        assert st.complete_cells(**key, quick=False) == {("a", 1, 0)}
+        assert st.complete_cells(**key, quick=True) == set()
+        assert st.fail_stale_runs() == 1
+        statuses = st.con.execute("SELECT status, count(*) FROM runs GROUP BY 1 ORDER BY 1").fetchall()
+        assert statuses == [("complete", 1), ("failed", 2)]
+
+
+def test_second_writer_in_this_process_is_refused(tmp_path):
+    db = tmp_path / "runs.duckdb"
+    with Store.open(db):
+        with pytest.raises(StoreLocked, match="locked by this process"):
+            Store.open(db)
+    Store.open(db).close()  # released on close
+
+
+def test_second_writer_in_another_process_gets_a_clear_error(tmp_path):
+    db = tmp_path / "runs.duckdb"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys
+            from runner.store.store import Store
+            st = Store.open({str(db)!r})
+            print("ready", flush=True)
+            sys.stdin.readline()
+            st.close()
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        with pytest.raises(StoreLocked) as err:
+            Store.open(db)
+        assert str(err.value).startswith(f"database {db.resolve()} is locked by PID {holder.pid}")
+    finally:
+        holder.communicate("\n", timeout=30)
+    assert holder.returncode == 0
+    Store.open(db).close()
+
+
+def test_export_then_import_twice_adds_nothing_the_second_time(tmp_path):
+    with Store.open(tmp_path / "a.duckdb") as st:
+        kept = {add_run(st, arm="a"), add_run(st, arm="b", concurrency=4)}
+        add_run(st, arm="a", status="failed")
+        add_run(st, experiment="other")
+        written = export_experiment(st, "exp", tmp_path / "out")
+        assert written == {"chips": 1, "runs": 2, "requests": 6, "passes": 10}
+        with pytest.raises(StoreError, match=r"no complete runs of experiment 'nope'.*'exp', 'other'"):
+            export_experiment(st, "nope", tmp_path / "none")
+    other_chip = {**CHIP, "name": "Other CPU"}
+    with Store.open(tmp_path / "b.duckdb") as st:
+        add_run(st, chip=other_chip)
+        first = import_tables(st, read_source(tmp_path / "out"), "out")
+        assert first == {"chips": 1, "runs": 2, "requests": 6, "passes": 10}
+        again = import_tables(st, read_source(tmp_path / "out" / "runs.parquet"), "out")
+        assert again == {"chips": 0, "runs": 0, "requests": 0, "passes": 0}
+        ids = {r[0] for r in st.con.execute("SELECT run_id FROM runs WHERE chip_id != ?",
+                                            [st.ensure_chip(other_chip)]).fetchall()}
+        assert ids == kept
+        assert counts(st) == {"chips": 2, "runs": 3, "requests": 9, "passes": 15}
+
+
+def test_import_from_a_database_file_takes_complete_runs_only(tmp_path):
+    with Store.open(tmp_path / "a.duckdb") as st:
+        add_run(st)
+        add_run(st, status="running")
+    with Store.open(tmp_path / "b.duckdb") as st:
+        added = import_tables(st, read_source(tmp_path / "a.duckdb"), "a.duckdb")
+        assert added == {"chips": 1, "runs": 1, "requests": 3, "passes": 5}
+        assert st.con.execute("SELECT DISTINCT status FROM runs").fetchall() == [("complete",)]
+
+
+def test_import_of_something_else_is_a_readable_error(tmp_path):
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "runs.parquet").write_text("x")
+    with Store.open(tmp_path / "b.duckdb") as st:
+        with pytest.raises(StoreError, match="no such file"):
+            read_source(tmp_path / "missing")
+        with pytest.raises(StoreError, match="not an export"):
+            read_source(tmp_path / "junk")
+        empty = tmp_path / "empty.duckdb"
+        duckdb.connect(str(empty)).close()
+        with pytest.raises(StoreError, match="not a bothrows database"):
+            read_source(empty)
