@@ -1,0 +1,36 @@
+"""The metrics a post can show: name -> label, unit and how many decimals to print.
+
+This is the vocabulary shared by the SQL in `queries.py` (which computes them) and the
+blocks that print them. It holds no SQL and no formatting code beyond the spec.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    name: str
+    label: str
+    unit: str
+    decimals: int
+
+
+METRICS: dict[str, MetricSpec] = {m.name: m for m in (
+    MetricSpec("prefill_tps", "prefill", "tok/s", 1),
+    MetricSpec("decode_tps", "decode / seq", "tok/s", 1),
+    MetricSpec("aggregate_tps", "aggregate", "tok/s", 1),
+    MetricSpec("ttft_p50_ms", "TTFT p50", "ms", 1),
+    MetricSpec("ttft_p90_ms", "TTFT p90", "ms", 1),
+    MetricSpec("tpot_p50_ms", "TPOT p50", "ms", 2),
+    MetricSpec("tpot_p90_ms", "TPOT p90", "ms", 2),
+    MetricSpec("passes", "passes", "", 0),
+    MetricSpec("drafted_passes", "drafted passes", "", 0),
+    MetricSpec("acceptance", "acceptance", "", 3),
+    MetricSpec("state_mb", "state / seq", "MB", 2),
+    MetricSpec("max_state_mb", "max state / seq", "MB", 2),
+)}
+
+
+def unknown_metric_message(name: object) -> str:
+    return f"unknown metric {name!r}; known metrics: {', '.join(METRICS)}"

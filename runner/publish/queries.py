@@ -1,0 +1,240 @@
+"""The only reader of DuckDB for pages: one named method per question a page asks.
+
+Every aggregate is computed in DuckDB SQL over complete runs; Python only receives the
+small per-cell results (never loops over pass or request rows). Every query is sorted so
+that the same database always yields the same page. This module does not format or
+render anything and never writes to the database.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from runner.publish.metrics import METRICS
+
+
+class QueryError(Exception):
+    """The database cannot be read (missing file, wrong schema)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CellStat:
+    """One metric of one (chip, arm, concurrency) cell: mean over rounds and its spread."""
+    chip_id: str
+    arm: str
+    concurrency: int
+    metric: str
+    mean: float
+    lo: float
+    hi: float
+    n_rounds: int
+
+
+@dataclass(frozen=True, slots=True)
+class Chip:
+    chip_id: str
+    name: str
+    device: str
+    blas: str
+
+
+# The runs a page uses: complete ones of the chosen quickness, measured before $as_of
+# when given, and for a cell measured more than once in a round, the latest (a
+# re-measurement supersedes, it never mixes with the older run).
+CHOSEN_RUNS = """
+chosen AS (
+    SELECT * FROM runs
+    WHERE experiment = $experiment AND status = 'complete' AND quick = $quick
+      AND ($as_of::TIMESTAMP IS NULL OR started_at < $as_of::TIMESTAMP)
+    QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, round
+                               ORDER BY started_at DESC, run_id DESC) = 1
+)"""
+
+RUN_METRICS = "WITH " + CHOSEN_RUNS + """,
+req AS (
+    SELECT q.run_id,
+        avg(q.prompt_tokens * 1e9 / nullif(q.first_token_ns - q.arrival_ns, 0)) AS prefill_tps,
+        avg(CASE WHEN q.output_tokens > 1 THEN (q.output_tokens - 1) * 1e9
+                 / nullif(q.done_ns - q.first_token_ns, 0) END) AS decode_tps,
+        sum(q.output_tokens) * 1e9 / nullif(max(q.done_ns) - min(q.arrival_ns), 0) AS aggregate_tps,
+        quantile_cont((q.first_token_ns - q.arrival_ns) / 1e6, 0.5) AS ttft_p50_ms,
+        quantile_cont((q.first_token_ns - q.arrival_ns) / 1e6, 0.9) AS ttft_p90_ms,
+        quantile_cont(CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6
+                           / (q.output_tokens - 1) END, 0.5) AS tpot_p50_ms,
+        quantile_cont(CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6
+                           / (q.output_tokens - 1) END, 0.9) AS tpot_p90_ms
+    FROM requests q JOIN chosen c ON q.run_id = c.run_id
+    GROUP BY q.run_id
+),
+pas AS (
+    SELECT p.run_id,
+        count(*) AS passes,
+        count(*) FILTER (WHERE p.drafted > 0) AS drafted_passes,
+        sum(p.accepted) / nullif(sum(p.drafted), 0) AS acceptance,
+        avg(p.state_bytes / nullif(p.width, 0)) / 1e6 AS state_mb,
+        max(p.max_row_state_bytes) / 1e6 AS max_state_mb
+    FROM passes p JOIN chosen c ON p.run_id = c.run_id
+    GROUP BY p.run_id
+),
+per_run AS (
+    SELECT c.chip_id, c.arm, c.concurrency, c.round, c.run_id, """ + ",\n        ".join(
+    f"CAST({m} AS DOUBLE) AS {m}" for m in METRICS) + """
+    FROM chosen c LEFT JOIN req USING (run_id) LEFT JOIN pas USING (run_id)
+),
+long AS (
+    UNPIVOT per_run ON """ + ", ".join(METRICS) + """ INTO NAME metric VALUE value
+)"""
+
+CELLS_SQL = RUN_METRICS + """
+SELECT chip_id, arm, concurrency, metric,
+       avg(value) AS mean, min(value) AS lo, max(value) AS hi, count(*) AS n_rounds
+FROM long
+GROUP BY chip_id, arm, concurrency, metric
+ORDER BY chip_id, arm, concurrency, metric"""
+
+ROUND_VALUES_SQL = RUN_METRICS + """
+SELECT chip_id, arm, concurrency, round, value FROM long
+WHERE metric = $metric
+ORDER BY chip_id, arm, concurrency, round"""
+
+DRAFTED_BY_WIDTH_SQL = "WITH " + CHOSEN_RUNS + """
+SELECT c.chip_id, c.arm, p.width,
+       count(*) AS passes,
+       count(*) FILTER (WHERE p.drafted > 0) AS drafted_passes,
+       count(*) FILTER (WHERE p.drafted > 0) / count(*) AS drafted_share
+FROM passes p JOIN chosen c ON p.run_id = c.run_id
+GROUP BY c.chip_id, c.arm, p.width
+ORDER BY c.chip_id, c.arm, p.width"""
+
+# Which cells the experiment has, from runs of any status: a cell whose runs all failed
+# is a gap, not silently absent.
+LAYOUT_SQL = """
+SELECT DISTINCT chip_id, arm, concurrency FROM runs
+WHERE experiment = $experiment AND quick = $quick
+ORDER BY chip_id, arm, concurrency"""
+
+CHIPS_SQL = """
+SELECT DISTINCT ch.chip_id, ch.name, ch.device,
+       coalesce(json_extract_string(ch.fingerprint, '$.blas'), 'unknown') AS blas
+FROM chips ch JOIN runs r ON r.chip_id = ch.chip_id
+WHERE r.experiment = $experiment AND r.quick = $quick
+ORDER BY ch.name, ch.chip_id"""
+
+PROVENANCE_SQL = "WITH " + CHOSEN_RUNS + """
+SELECT 'code_version' AS what, code_version AS value FROM chosen
+UNION SELECT 'model_sha256', model_sha256 FROM chosen
+UNION SELECT 'declaration_sha256', declaration_sha256 FROM chosen
+UNION SELECT 'run_date', strftime(started_at, '%Y-%m-%d') FROM chosen
+ORDER BY what, value"""
+
+REMEASURED_SQL = """
+SELECT r.run_id, r.chip_id, r.arm, r.concurrency, r.round,
+       strftime(r.started_at, '%Y-%m-%d') AS day
+FROM runs r
+WHERE r.experiment = $experiment AND r.status = 'complete' AND r.quick = $quick
+  AND r.started_at >= $since::TIMESTAMP
+ORDER BY r.started_at, r.run_id"""
+
+RAW_SQL = {
+    "runs": "WITH " + CHOSEN_RUNS + "\nSELECT * FROM chosen ORDER BY chip_id, arm, concurrency, round, run_id",
+    "requests": "WITH " + CHOSEN_RUNS + "\nSELECT q.* FROM requests q JOIN chosen c ON q.run_id = c.run_id "
+                "ORDER BY c.chip_id, c.arm, c.concurrency, c.round, q.run_id, q.request_id",
+    "passes": "WITH " + CHOSEN_RUNS + "\nSELECT p.* FROM passes p JOIN chosen c ON p.run_id = c.run_id "
+              "ORDER BY c.chip_id, c.arm, c.concurrency, c.round, p.run_id, p.pass_index",
+}
+
+
+def sql_literal(value: object) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def inline_sql(sql: str, params: dict) -> str:
+    """The query with its parameters written in, so a reader can paste it into duckdb."""
+    for name in sorted(params, key=len, reverse=True):
+        sql = sql.replace(f"${name}", sql_literal(params[name]))
+    return sql.strip() + ";\n"
+
+
+class Reader:
+    """A read-only connection to one bothrows database."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise QueryError(f"database {self.path} does not exist; run `runner run <experiment>` first")
+        try:
+            self.con = duckdb.connect(str(self.path), read_only=True)
+            self.con.execute("SELECT count(*) FROM runs").fetchall()
+        except duckdb.Error as e:
+            raise QueryError(f"database {self.path} cannot be read: {e}") from None
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Reader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _rows(self, sql: str, params: dict) -> list[tuple]:
+        used = {k: v for k, v in params.items() if f"${k}" in sql}
+        return self.con.execute(sql, used).fetchall()
+
+    def quick_choice(self, experiment: str) -> bool | None:
+        """Whether pages use quick runs: False when full runs exist, True when only quick
+        ones do, None when the experiment has no complete runs at all."""
+        rows = self._rows("SELECT DISTINCT quick FROM runs WHERE experiment = $experiment "
+                          "AND status = 'complete' ORDER BY quick", {"experiment": experiment})
+        flags = [bool(r[0]) for r in rows]
+        return None if not flags else (False if False in flags else True)
+
+    def cells(self, experiment: str, quick: bool, as_of: datetime | None = None) -> list[CellStat]:
+        p = {"experiment": experiment, "quick": quick, "as_of": as_of}
+        return [CellStat(c, a, int(k), m, mean, lo, hi, int(n))
+                for c, a, k, m, mean, lo, hi, n in self._rows(CELLS_SQL, p)]
+
+    def round_values(self, experiment: str, quick: bool, metric: str,
+                     as_of: datetime | None = None) -> list[tuple[str, str, int, int, float]]:
+        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "metric": metric}
+        return [(c, a, int(k), int(r), v) for c, a, k, r, v in self._rows(ROUND_VALUES_SQL, p)]
+
+    def drafted_by_width(self, experiment: str, quick: bool,
+                         as_of: datetime | None = None) -> list[tuple[str, str, int, int, int, float]]:
+        p = {"experiment": experiment, "quick": quick, "as_of": as_of}
+        return [(c, a, int(w), int(n), int(d), float(s))
+                for c, a, w, n, d, s in self._rows(DRAFTED_BY_WIDTH_SQL, p)]
+
+    def layout(self, experiment: str, quick: bool) -> list[tuple[str, str, int]]:
+        return [(c, a, int(k)) for c, a, k in
+                self._rows(LAYOUT_SQL, {"experiment": experiment, "quick": quick})]
+
+    def chips(self, experiment: str, quick: bool) -> list[Chip]:
+        return [Chip(*r) for r in self._rows(CHIPS_SQL, {"experiment": experiment, "quick": quick})]
+
+    def provenance(self, experiment: str, quick: bool) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for what, value in self._rows(PROVENANCE_SQL, {"experiment": experiment, "quick": quick,
+                                                       "as_of": None}):
+            out.setdefault(what, []).append(value)
+        return out
+
+    def remeasured(self, experiment: str, quick: bool, since: datetime) -> list[tuple]:
+        """Complete runs started at or after `since` (run_id, chip_id, arm, concurrency, round, day)."""
+        return self._rows(REMEASURED_SQL, {"experiment": experiment, "quick": quick, "since": since})
+
+    def raw_tables(self, experiment: str, quick: bool) -> dict[str, pa.Table]:
+        p = {"experiment": experiment, "quick": quick, "as_of": None}
+        used = lambda sql: {k: v for k, v in p.items() if f"${k}" in sql}  # noqa: E731
+        return {name: self.con.sql(sql, params=used(sql)).to_arrow_table()
+                for name, sql in RAW_SQL.items()}

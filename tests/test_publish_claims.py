@@ -1,0 +1,53 @@
+"""Claims: parsing stated figures and judging them against recomputed values."""
+import pytest
+
+from runner.publish.claims import ClaimSyntaxError, Measured, claim_link, judge, parse_stated
+
+
+def change(value, lo=None, hi=None):
+    return Measured(value, value if lo is None else lo, value if hi is None else hi, 2,
+                    "change", "decode_tps of on vs off")
+
+
+@pytest.mark.parametrize("stated,lo,hi", [("+25%", 0.245, 0.255), ("-3.5%", -0.0355, -0.0345),
+                                          ("82%", 0.815, 0.825), ("1,234", 1233.5, 1234.5),
+                                          ("97.4 tok/s", 97.35, 97.45), ("126", 125.5, 126.5)])
+def test_stated_rounding_interval(stated, lo, hi):
+    s = parse_stated(stated, "value")
+    assert s.lo == pytest.approx(lo) and s.hi == pytest.approx(hi)
+
+
+def test_times_suffix_against_a_change_is_one_plus_the_change():
+    s = parse_stated("1.3x", "change")
+    assert (s.lo, s.hi) == pytest.approx((0.25, 0.35))
+    assert judge(1, "1.3x", change(0.31), None).ok
+    assert not judge(1, "1.3x", change(0.36), None).ok
+
+
+def test_within_rounding_passes_and_outside_fails():
+    assert judge(1, "+25%", change(0.2549), 3).ok
+    bad = judge(1, "+25%", change(0.2551), 3)
+    assert not bad.ok and "outside" in bad.reason
+    assert not judge(1, "-25%", change(0.25), 3).ok   # the sign is part of the claim
+
+
+def test_round_to_round_spread_widens_the_tolerance():
+    wide = change(0.22, lo=0.19, hi=0.246)             # spread reaches the 24.5% boundary
+    v = judge(2, "+25%", wide, 7)
+    assert v.ok and "spread" in v.reason
+    narrow = change(0.22, lo=0.215, hi=0.244)
+    assert not judge(2, "+25%", narrow, 7).ok
+
+
+def test_unparseable_stated_and_missing_data_fail_with_reasons():
+    with pytest.raises(ClaimSyntaxError):
+        parse_stated("about a quarter", "change")
+    assert "not a number" in judge(1, "about a quarter", change(0.25), 1).reason
+    missing = Measured(None, None, None, 0, "change", "x")
+    assert judge(1, "+25%", missing, 1).reason == "no data behind this claim"
+
+
+def test_claim_link_escapes_the_stated_text():
+    html = str(claim_link(judge(3, "<script>x</script>", change(0.25), 1)))
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert 'href="#audit-claim-3"' in html and "bothrows-claim-failed" in html
