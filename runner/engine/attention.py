@@ -35,6 +35,13 @@ class LayerKV:
     ik: Optional[mx.array] = None  # (slots, index_head_dim) indexer keys, when indexing
 
 
+@dataclass(frozen=True)
+class FusedAttention:
+    qkv_weight: mx.array              # (nh*D + 2*nkv*D, H)
+    qkv_bias: Optional[mx.array]
+    norm_weight: Optional[mx.array]   # (nh + nkv, D): q_norm rows then k_norm rows
+
+
 def apply_rope(x: mx.array, args: ModelArgs, offset) -> mx.array:
     """x: (B, heads, T, D); RoPE on the first rope_dims dims, non-interleaved."""
     return mx.fast.rope(x, args.rope_dims, traditional=False, base=args.rope_theta,
@@ -55,26 +62,54 @@ class Attention(nn.Module):
         if args.use_qk_norm:
             self.q_norm = nn.RMSNorm(d, eps=args.rms_norm_eps)
             self.k_norm = nn.RMSNorm(d, eps=args.rms_norm_eps)
+        self.fused: Optional[FusedAttention] = None  # set by fuse(); plain attribute, not a parameter
+
+    def fuse(self) -> None:
+        """Inference layout: one QKV matmul, one q/k norm, one RoPE call per layer (fewer
+        kernels per pass is what an overhead-bound decode step needs)."""
+        projs = [self.q_proj, self.k_proj, self.v_proj]
+        w = mx.concatenate([p.weight for p in projs])
+        b = mx.concatenate([p.bias for p in projs]) if self.args.attention_bias else None
+        norm = None
+        if self.args.use_qk_norm:
+            norm = mx.concatenate([mx.broadcast_to(self.q_norm.weight, (self.n_heads, self.head_dim)),
+                                   mx.broadcast_to(self.k_norm.weight, (self.n_kv_heads, self.head_dim))])
+        mx.eval(w, b, norm)
+        self.fused = FusedAttention(w, b, norm)
+
+    def _project(self, x: mx.array, offset) -> tuple[mx.array, mx.array, mx.array]:
+        """x (B, T, H) -> roped q (B, nh, T, D), roped k and v (B, nkv, T, D)."""
+        B, T, _ = x.shape
+        nh, nkv, d = self.n_heads, self.n_kv_heads, self.head_dim
+        f = self.fused
+        if f is None:
+            q = self.q_proj(x).reshape(B, T, nh, d)                              # (B, T, nh, D)
+            k = self.k_proj(x).reshape(B, T, nkv, d)
+            v = self.v_proj(x).reshape(B, T, nkv, d)
+            if self.args.use_qk_norm:
+                q, k = self.q_norm(q), self.k_norm(k)
+            q = apply_rope(q.transpose(0, 2, 1, 3), self.args, offset)
+            k = apply_rope(k.transpose(0, 2, 1, 3), self.args, offset)
+            return q, k, v.transpose(0, 2, 1, 3)
+        qkv = x @ f.qkv_weight.T
+        if f.qkv_bias is not None:
+            qkv = qkv + f.qkv_bias
+        qkv = qkv.reshape(B, T, nh + 2 * nkv, d)                                 # (B, T, heads, D)
+        qk = qkv[:, :, :nh + nkv]
+        if f.norm_weight is not None:
+            qk = mx.fast.rms_norm(qk, None, self.args.rms_norm_eps) * f.norm_weight
+        qk = apply_rope(qk.transpose(0, 2, 1, 3), self.args, offset)            # (B, nh+nkv, T, D)
+        return qk[:, :nh], qk[:, nh:], qkv[:, :, nh + nkv:].transpose(0, 2, 1, 3)
 
     def __call__(self, x: mx.array, ctx: Optional[PassContext] = None,
                  kv: Optional[LayerKV] = None, select: Optional[mx.array] = None) -> mx.array:
         B, T, _ = x.shape
-        q = self.q_proj(x).reshape(B, T, self.n_heads, self.head_dim)   # (B, T, nh, D)
-        k = self.k_proj(x).reshape(B, T, self.n_kv_heads, self.head_dim)
-        v = self.v_proj(x).reshape(B, T, self.n_kv_heads, self.head_dim)
-        if self.args.use_qk_norm:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q = q.transpose(0, 2, 1, 3)                                        # (B, nh, T, D)
+        q, k, v = self._project(x, 0 if ctx is None else ctx.offsets)
         if ctx is None:
-            q = apply_rope(q, self.args, 0)
-            k = apply_rope(k.transpose(0, 2, 1, 3), self.args, 0)
-            v = v.transpose(0, 2, 1, 3)
             mask = "causal" if select is None else select
         else:
-            q = apply_rope(q, self.args, ctx.offsets)
-            k = apply_rope(k.transpose(0, 2, 1, 3), self.args, ctx.offsets)  # (B, nkv, T, D)
             kv.k[ctx.write_slots] = k.transpose(0, 2, 1, 3).reshape(B * T, self.n_kv_heads, self.head_dim)
-            kv.v[ctx.write_slots] = v.reshape(B * T, self.n_kv_heads, self.head_dim)
+            kv.v[ctx.write_slots] = v.transpose(0, 2, 1, 3).reshape(B * T, self.n_kv_heads, self.head_dim)
             k = kv.k[ctx.read_slots].transpose(0, 2, 1, 3)                  # (B, nkv, S, D)
             v = kv.v[ctx.read_slots].transpose(0, 2, 1, 3)
             mask = ctx.mask if select is None else (ctx.mask & select)

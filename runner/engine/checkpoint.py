@@ -17,7 +17,7 @@ import mlx.core as mx
 from mlx.utils import tree_flatten, tree_unflatten
 
 from .config import ModelArgs
-from .model import Model
+from .model import Model, fuse_for_inference
 
 SHIPPED = Path(__file__).resolve().parent.parent / "models"
 INDEXER_FILE = "indexer.safetensors"
@@ -104,7 +104,7 @@ def _stack_experts(raw: dict[str, tuple[mx.array, Path]], args: ModelArgs) -> di
 
 
 def load_model(directory: Path, args: ModelArgs, with_mtp: bool, with_indexer: bool,
-               dtype: mx.Dtype = mx.float32) -> Model:
+               dtype: mx.Dtype = mx.float32, fuse: bool = True) -> Model:
     files = sorted(p for p in directory.glob("*.safetensors") if p.name != INDEXER_FILE)
     if not files:
         raise CheckpointError(f"{directory}: no *.safetensors weights found")
@@ -136,6 +136,8 @@ def load_model(directory: Path, args: ModelArgs, with_mtp: bool, with_indexer: b
     cast = {n: (weights[n][0] if "e_score_correction_bias" in n else weights[n][0].astype(dtype)) for n in expected}
     model.update(tree_unflatten(list(cast.items())))
     mx.eval(model.parameters())
+    if fuse:
+        fuse_for_inference(model)
     return model
 
 

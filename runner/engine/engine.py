@@ -113,6 +113,10 @@ class Engine:
                 done[ev.request_id] = list(ev.tokens)
         return [done[i] for i in ids]
 
+    def clear_prefix_cache(self) -> None:
+        """Drop every cached prefix block (a cold start for the next measurement)."""
+        self.prefix.clear()
+
     def state_bytes(self) -> int:
         """Per-row state held by live rows (blocks they reference plus lazy MTP backlog)."""
         return sum(self._row_bytes(s) for s in self.scheduler.running)

@@ -92,3 +92,11 @@ class Model(nn.Module):
                     kv: Optional[LayerKV] = None) -> mx.array:
         """(h_i, token_{i+1}) pairs -> logits predicting token_{i+2}: (B, T, V)."""
         return self.head(self.mtp(hidden, self.embed_tokens(next_tokens), ctx, kv))
+
+
+def fuse_for_inference(model: Model) -> None:
+    """Switch every block to its inference layout (fused projections, contiguous expert
+    operands). Parameters are untouched, so saving and training still see HF names."""
+    for _, module in model.named_modules():
+        if hasattr(module, "fuse") and callable(module.fuse):
+            module.fuse()

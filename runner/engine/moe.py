@@ -3,10 +3,15 @@ top-k, routed experts stacked per weight and run through `mx.gather_mm`, plus sh
 experts added unweighted. Also the dense SwiGLU MLP used by the first layers."""
 from __future__ import annotations
 
+from typing import Optional
+
 import mlx.core as mx
 import mlx.nn as nn
 
 from .config import ModelArgs
+
+
+SORT_FROM_TOKENS = 64  # gather_mm over expert-sorted tokens pays from about this many
 
 
 class MLP(nn.Module):
@@ -15,9 +20,18 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(hidden, inner, bias=False)
         self.up_proj = nn.Linear(hidden, inner, bias=False)
         self.down_proj = nn.Linear(inner, hidden, bias=False)
+        self.gate_up: Optional[mx.array] = None  # fuse(): plain attribute, not a parameter
+
+    def fuse(self) -> None:
+        """One matmul for gate and up projections at inference."""
+        self.gate_up = mx.concatenate([self.gate_proj.weight, self.up_proj.weight])
+        mx.eval(self.gate_up)
 
     def __call__(self, x: mx.array) -> mx.array:
-        return self.down_proj(nn.silu(self.gate_proj(x)) * self.up_proj(x))
+        if self.gate_up is None:
+            return self.down_proj(nn.silu(self.gate_proj(x)) * self.up_proj(x))
+        g, u = mx.split(x @ self.gate_up.T, 2, axis=-1)
+        return self.down_proj(nn.silu(g) * u)
 
 
 def route(logits: mx.array, bias: mx.array, args: ModelArgs) -> tuple[mx.array, mx.array]:
@@ -63,19 +77,40 @@ class StackedExperts(nn.Module):
         self.gate_proj = mx.random.uniform(-s_in, s_in, (n_experts, inner, hidden))
         self.up_proj = mx.random.uniform(-s_in, s_in, (n_experts, inner, hidden))
         self.down_proj = mx.random.uniform(-s_out, s_out, (n_experts, hidden, inner))
+        self.fused: Optional[tuple[mx.array, mx.array]] = None  # fuse(): plain attribute
+
+    def _operands(self) -> tuple[mx.array, mx.array]:
+        """gate and up stacked into one (E, H, 2I) operand, down as (E, I, H): the
+        orientation gather_mm reads."""
+        gate_up, down = mx.concatenate([self.gate_proj, self.up_proj], axis=1), self.down_proj
+        if gate_up.dtype != mx.float32 and mx.default_device() == mx.cpu:
+            # MLX's CPU gather_mm is float32-only: keep the expert operands in float32 there.
+            gate_up, down = gate_up.astype(mx.float32), down.astype(mx.float32)
+        return gate_up.swapaxes(-1, -2), down.swapaxes(-1, -2)
+
+    def fuse(self) -> None:
+        """Inference: build the operands once, contiguous, instead of every pass."""
+        self.fused = tuple(mx.contiguous(a) for a in self._operands())
+        mx.eval(self.fused)
 
     def __call__(self, x: mx.array, inds: mx.array) -> mx.array:
         # x (..., H), inds (..., k) -> (..., k, H)
-        dtype = x.dtype
-        w_gate, w_up, w_down = self.gate_proj, self.up_proj, self.down_proj
-        if dtype != mx.float32 and mx.default_device() == mx.cpu:
-            # MLX's CPU gather_mm is float32-only: compute experts in float32 there.
-            x, w_gate, w_up, w_down = (a.astype(mx.float32) for a in (x, w_gate, w_up, w_down))
-        x = mx.expand_dims(x, (-2, -3))                                      # (..., 1, 1, H)
-        g = mx.gather_mm(x, w_gate.swapaxes(-1, -2), rhs_indices=inds)       # (..., k, 1, I)
-        u = mx.gather_mm(x, w_up.swapaxes(-1, -2), rhs_indices=inds)
-        y = mx.gather_mm(nn.silu(g) * u, w_down.swapaxes(-1, -2), rhs_indices=inds)
-        return y.squeeze(-2).astype(dtype)
+        gate_up, down = self.fused if self.fused is not None else self._operands()
+        dtype, shape, k = x.dtype, inds.shape, inds.shape[-1]
+        x = x.reshape(-1, 1, x.shape[-1]).astype(gate_up.dtype)              # (N, 1, H)
+        idx = inds.reshape(-1)                                               # (N*k,)
+        sort = idx.size >= SORT_FROM_TOKENS
+        if sort:  # contiguous runs per expert let gather_mm batch its matmuls
+            order = mx.argsort(idx)
+            idx, rows = idx[order], order // k
+        else:
+            rows = mx.arange(idx.size) // k
+        h = mx.gather_mm(x, gate_up, lhs_indices=rows, rhs_indices=idx, sorted_indices=sort)  # (N*k, 1, 2I)
+        g, u = mx.split(h, 2, axis=-1)
+        y = mx.gather_mm(nn.silu(g) * u, down, rhs_indices=idx, sorted_indices=sort)        # (N*k, 1, H)
+        if sort:
+            y = y[mx.argsort(order)]
+        return y.reshape(*shape, -1).astype(dtype)
 
 
 class MoE(nn.Module):

@@ -132,7 +132,7 @@ def warm_up(engine: Engine, exp: Experiment) -> None:
     engine.sink = None
     engine.generate(prompts[:1], max_new_tokens=new_tokens)
     engine.generate(prompts[: min(2, engine.config.max_batch_size)], max_new_tokens=new_tokens)
-    engine.prefix.clear()
+    engine.clear_prefix_cache()
 
 
 @dataclass
@@ -181,7 +181,7 @@ def run_experiment(exp: Experiment, db_path: Path, progress: Progress) -> RunSum
                 seed=exp.seed, quick=exp.quick)
             # Each cell starts with a cold prefix cache: otherwise a later cell would reuse the
             # prompts an earlier cell (same prompts, other concurrency or round) left behind.
-            engine.prefix.clear()
+            engine.clear_prefix_cache()
             progress.cell_started(label, cell.concurrency * exp.workload.requests_per_client)
             t = time.perf_counter()
             try:
