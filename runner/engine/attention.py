@@ -24,6 +24,7 @@ class PassContext:
     write_slots: mx.array  # (B*T,) int32: pool slot for each input token (pads -> scratch)
     read_slots: mx.array   # (B, S) int32: pool slot of each row's key position 0..S-1
     mask: mx.array         # (B, 1, T, S) bool: key s visible to query t of row b
+    fresh: bool = False    # every row starts at position 0: attend to the new keys directly
 
 
 @dataclass
@@ -110,8 +111,13 @@ class Attention(nn.Module):
         else:
             kv.k[ctx.write_slots] = k.transpose(0, 2, 1, 3).reshape(B * T, self.n_kv_heads, self.head_dim)
             kv.v[ctx.write_slots] = v.transpose(0, 2, 1, 3).reshape(B * T, self.n_kv_heads, self.head_dim)
-            k = kv.k[ctx.read_slots].transpose(0, 2, 1, 3)                  # (B, nkv, S, D)
-            v = kv.v[ctx.read_slots].transpose(0, 2, 1, 3)
-            mask = ctx.mask if select is None else (ctx.mask & select)
+            if ctx.fresh and select is None:
+                # Nothing cached precedes these tokens: the causal kernel over the new keys
+                # avoids gathering them back and an explicit (T, S) mask.
+                mask = "causal"
+            else:
+                k = kv.k[ctx.read_slots].transpose(0, 2, 1, 3)              # (B, nkv, S, D)
+                v = kv.v[ctx.read_slots].transpose(0, 2, 1, 3)
+                mask = ctx.mask if select is None else (ctx.mask & select)
         out = mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=mask)
         return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, T, -1))

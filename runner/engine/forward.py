@@ -8,6 +8,8 @@ functions of their arguments and safe to compile. Shapes are bucketed by the sch
 """
 from __future__ import annotations
 
+from functools import partial
+
 import mlx.core as mx
 
 from .attention import LayerKV, PassContext
@@ -32,13 +34,14 @@ class Forward:
     def __init__(self, model: Model, pool: BlockPool, index_topk: int, compile: bool):
         self.model, self.pool, self.index_topk = model, pool, index_topk
         self.n_main = model.args.num_hidden_layers
-        main_fn, mtp_fn = self._main, self._mtp
-        self._main_fn = mx.compile(main_fn) if compile else main_fn
-        self._mtp_fn = mx.compile(mtp_fn) if compile else mtp_fn
+        wrap = mx.compile if compile else (lambda f: f)
+        # `fresh` changes the graph, so each value gets its own compiled function.
+        self._main_fn = {fresh: wrap(partial(self._main, fresh)) for fresh in (False, True)}
+        self._mtp_fn = wrap(self._mtp)
 
-    def _main(self, tokens, offsets, write, read, mask, out_pos, *arrays):
+    def _main(self, fresh, tokens, offsets, write, read, mask, out_pos, *arrays):
         kv = _unpack(arrays, self.pool.layers[:self.n_main])
-        ctx = PassContext(offsets, write, read, mask)
+        ctx = PassContext(offsets, write, read, mask, fresh)
         h = self.model.hidden_states(tokens, ctx, kv, self.index_topk)       # (B, T, H)
         picked = mx.take_along_axis(h, out_pos[..., None], axis=1)           # (B, K, H)
         return (self.model.head(picked).astype(mx.float32), h, *_pack(kv))
@@ -52,8 +55,8 @@ class Forward:
 
     def main(self, tokens: mx.array, ctx: PassContext, out_pos: mx.array) -> tuple[mx.array, mx.array]:
         layers = self.pool.layers[:self.n_main]
-        logits, hidden, *arrays = self._main_fn(tokens, ctx.offsets, ctx.write_slots, ctx.read_slots,
-                                                ctx.mask, out_pos, *_pack(layers))
+        logits, hidden, *arrays = self._main_fn[ctx.fresh](tokens, ctx.offsets, ctx.write_slots,
+                                                           ctx.read_slots, ctx.mask, out_pos, *_pack(layers))
         self._store(layers, arrays)
         return logits, hidden
 

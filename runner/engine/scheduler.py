@@ -59,7 +59,8 @@ def build_context(starts: list[int], lengths: list[int], blocks: list[list[int]]
     S = read.shape[1]
     mask = np.arange(S, dtype=np.int32)[None, None, :] <= pos[:, :, None]  # (B, T, S)
     return PassContext(offsets=mx.array(start[:, 0]), write_slots=mx.array(write.reshape(-1)),
-                       read_slots=mx.array(read), mask=mx.array(mask[:, None]))
+                       read_slots=mx.array(read), mask=mx.array(mask[:, None]),
+                       fresh=not any(starts))
 
 
 class Scheduler:
