@@ -18,11 +18,16 @@ class DraftPolicy:
         self.acceptance = 0.5               # prior until drafts are observed
         self.decisions: dict[int, int] = {}
 
-    def allows(self, width: int) -> bool:
+    def permits(self, width: int) -> bool:
+        """May a pass of this width verify the drafts its rows carry?"""
+        return self.adaptive or self.max_width is None or width <= self.max_width
+
+    def decide(self, width: int) -> bool:
+        """Should rows draft for a next pass expected to hold `width` rows? Called once a pass."""
         if width == 0:
             return False
         if not self.adaptive:
-            return self.max_width is None or width <= self.max_width
+            return self.permits(width)
         with_d, without = self.cost.get((width, True)), self.cost.get((width, False))
         if with_d is None or without is None:
             return with_d is None          # measure both shapes before trusting either

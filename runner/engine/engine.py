@@ -132,13 +132,13 @@ class Engine:
         if not self.scheduler.running:
             return []
         width = len(self.scheduler.running)
-        plan = self.scheduler.plan(use_drafts=self.drafter is not None and self.policy.allows(width))
+        plan = self.scheduler.plan(use_drafts=self.drafter is not None and self.policy.permits(width))
         starts = [s.computed for s in plan.rows]
         logits, hidden, greedy = self._target_pass(plan, starts)
         emitted, accepted = self._commit(plan, starts, logits, greedy)
         if self.drafter is not None:
             live = sum(not s.finished for s in plan.rows) + len(self.scheduler.waiting)
-            self.drafter.run(plan.rows, starts, hidden, self.policy.allows(min(live, self.config.max_batch_size)))
+            self.drafter.run(plan.rows, starts, hidden, self.policy.decide(min(live, self.config.max_batch_size)))
         row_bytes = [self._row_bytes(s) for s in plan.rows]
         finished = self._retire(plan)
         self.prefix.evict_to_budget()

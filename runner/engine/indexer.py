@@ -32,18 +32,25 @@ class Indexer(nn.Module):
         return mx.fast.rope(x, self.rope_dims, traditional=False, base=self.args.rope_theta,
                             scale=1.0, offset=offset)
 
+    def keys(self, x: mx.array, offset) -> mx.array:
+        """x: (B, T, H) normed layer input -> indexer keys (B, T, d)."""
+        return self._rope(self.k_norm(self.wk(x))[:, None], offset)[:, 0]
+
+    def write_keys(self, x: mx.array, ctx: PassContext, kv: LayerKV) -> None:
+        """Store this pass's keys; they are needed later even while attention is dense."""
+        B, T, _ = x.shape
+        kv.ik[ctx.write_slots] = self.keys(x, ctx.offsets).reshape(B * T, self.head_dim)
+
     def scores(self, x: mx.array, ctx: Optional[PassContext] = None,
                kv: Optional[LayerKV] = None) -> mx.array:
         """x: (B, T, H) normed layer input -> scores (B, T, S) over key positions.
-        Without ctx the keys are the input's own positions (S = T)."""
+        Without ctx the keys are the input's own positions (S = T); with ctx they are read
+        from the pool (write_keys must have run in this pass)."""
         B, T, _ = x.shape
         offset = 0 if ctx is None else ctx.offsets
         q = self.wq(x).reshape(B, T, self.n_heads, self.head_dim).transpose(0, 2, 1, 3)
         q = self._rope(q, offset)                                           # (B, n, T, d)
-        k = self._rope(self.k_norm(self.wk(x))[:, None], offset)[:, 0]      # (B, T, d)
-        if ctx is not None:
-            kv.ik[ctx.write_slots] = k.reshape(B * T, self.head_dim)
-            k = kv.ik[ctx.read_slots]                                       # (B, S, d)
+        k = self.keys(x, 0) if ctx is None else kv.ik[ctx.read_slots]       # (B, S, d)
         w = self.weights_proj(x) * (self.n_heads ** -0.5)                   # (B, T, n)
         dots = nn.relu(q @ k[:, None].swapaxes(-1, -2) * (self.head_dim ** -0.5))  # (B, n, T, S)
         return (w.transpose(0, 2, 1)[..., None] * dots).sum(axis=1)         # (B, T, S)

@@ -34,7 +34,9 @@ class DecoderLayer(nn.Module):
         n = self.input_layernorm(x)
         select = None
         if index_topk and ctx is not None:
-            select = topk_select(self.indexer.scores(n, ctx, kv), ctx.mask, index_topk)
+            self.indexer.write_keys(n, ctx, kv)
+            if ctx.read_slots.shape[1] > index_topk:  # static: no scoring while every context fits
+                select = topk_select(self.indexer.scores(n, ctx, kv), ctx.mask, index_topk)
         h = x + self.self_attn(n, ctx, kv, select)
         return h + self.mlp(self.post_attention_layernorm(h))
 
