@@ -1,7 +1,7 @@
 """Hypothesis properties of batching, chunking and accounting on tiny fp32 models."""
 from __future__ import annotations
 
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from runner.engine import PassEvent, RequestEvent
 
@@ -15,6 +15,7 @@ def run(engine, prompts, max_new):
     return outs, [e for e in events if isinstance(e, PassEvent)], [e for e in events if isinstance(e, RequestEvent)]
 
 
+@settings(max_examples=60)
 @given(prompts=prompts_st, batch=st.integers(1, 4), chunk=st.sampled_from([1, 3, 8, 64]),
        max_new=st.integers(1, 9))
 def test_output_independent_of_batch_and_chunk(engine_cache, prompts, batch, chunk, max_new):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from runner.engine import Engine, PassEvent
 from runner.engine.sampler import accept_draft
@@ -22,6 +22,7 @@ def passes_of(engine, prompts, max_new):
     return outs, [e for e in events if isinstance(e, PassEvent)]
 
 
+@settings(max_examples=60)
 @given(prompts=prompts_st, batch=st.integers(1, 4), chunk=st.sampled_from([3, 16]), policy=policies,
        sync=st.sampled_from(["eager", "lazy"]), cache=st.sampled_from([0, 4096]), max_new=st.integers(1, 10))
 def test_greedy_speculation_is_lossless(engine_cache, prompts, batch, chunk, policy, sync, cache, max_new):
