@@ -1,0 +1,56 @@
+"""The draft policies' decisions, with the adaptive cost model fed synthetic observations
+(durations are inputs here, so nothing depends on this machine's speed)."""
+from __future__ import annotations
+
+from runner.engine.config import EngineConfig
+from runner.engine.draft_policy import REFRESH_EVERY, DraftPolicy
+
+
+def policy(name: str) -> DraftPolicy:
+    cfg = EngineConfig(draft_policy=name, compile=False)
+    return DraftPolicy(cfg.draft_policy, cfg.draft_max_width)
+
+
+def test_fixed_policies_by_width():
+    assert [policy("never").decide(w) for w in (1, 2, 4)] == [False] * 3
+    assert [policy("always").decide(w) for w in (1, 2, 4)] == [True] * 3
+    assert [policy("solo").decide(w) for w in (1, 2, 4)] == [True, False, False]
+    assert [policy("max_width:2").decide(w) for w in (1, 2, 3)] == [True, True, False]
+    assert not policy("solo").permits(2) and policy("solo").permits(1)
+
+
+def feed(p: DraftPolicy, width: int, cost_draft: float, cost_plain: float, acceptance: float, n: int = 20):
+    for _ in range(n):
+        p.observe(width, True, int(cost_draft), 10, int(10 * acceptance))
+        p.observe(width, False, int(cost_plain), 0, 0)
+
+
+def test_adaptive_measures_both_shapes_before_trusting_either():
+    p = policy("adaptive")
+    assert p.decide(3) is True          # nothing measured: try drafting
+    p.observe(3, True, 1000, 3, 2)
+    assert p.decide(3) is False         # drafting measured, plain not yet
+    p.observe(3, False, 900, 0, 0)
+    assert isinstance(p.decide(3), bool)
+
+
+def test_adaptive_drafts_when_accepted_tokens_pay_for_the_wider_verify():
+    p = policy("adaptive")
+    feed(p, 1, cost_draft=1.1e6, cost_plain=1.0e6, acceptance=0.8)   # 1.8 tokens for 1.1x the time
+    assert sum(p.decide(1) for _ in range(REFRESH_EVERY - 1)) == REFRESH_EVERY - 1
+
+
+def test_adaptive_stops_when_they_do_not():
+    p = policy("adaptive")
+    feed(p, 4, cost_draft=2.0e6, cost_plain=1.0e6, acceptance=0.8)   # 1.8 tokens for 2x the time
+    decisions = [p.decide(4) for _ in range(4 * REFRESH_EVERY)]
+    assert sum(decisions) == 4      # only the periodic re-measurement drafts
+    feed(p, 4, cost_draft=1.0e6, cost_plain=1.0e6, acceptance=0.0)   # free drafts that never hit
+    assert not any(p.decide(4) for _ in range(REFRESH_EVERY - 1))
+
+
+def test_adaptive_is_per_width():
+    p = policy("adaptive")
+    feed(p, 1, 1.1e6, 1.0e6, 0.8)
+    feed(p, 4, 2.0e6, 1.0e6, 0.8)
+    assert p.decide(1) and not p.decide(4)
