@@ -113,6 +113,14 @@ class Engine:
                 done[ev.request_id] = list(ev.tokens)
         return [done[i] for i in ids]
 
+    def warmup(self, max_context: int) -> int:
+        """Compile every decode shape that contexts up to `max_context` tokens can hit
+        (first-time tracing otherwise lands inside timed passes). Returns shapes traced."""
+        if not self.config.compile:
+            return 0
+        max_blocks = bucket(-(-(max_context + 2) // self.pool.block_size))
+        return self.forward.warm(self.config.max_batch_size, max_blocks, self.drafter is not None)
+
     def clear_prefix_cache(self) -> None:
         """Drop every cached prefix block (a cold start for the next measurement)."""
         self.prefix.clear()

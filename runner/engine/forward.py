@@ -67,6 +67,27 @@ class Forward:
         self._store([layer], arrays)
         return logits
 
+    def warm(self, max_rows: int, max_blocks: int, with_mtp: bool) -> int:
+        """Trace the compiled functions for every decode shape (rows x verify width x
+        read-slot bucket) up to these sizes, so no timed pass pays for tracing. Writes
+        only the scratch block. Returns how many shapes were traced."""
+        bs, H, traced, n_blocks = self.pool.block_size, self.model.args.hidden_size, 0, 1
+        widths = (1, 2) if with_mtp else (1,)
+        while n_blocks <= max_blocks:
+            S = n_blocks * bs
+            for B in range(1, max_rows + 1):
+                for T in widths:
+                    ctx = PassContext(mx.zeros((B,), mx.int32), mx.zeros((B * T,), mx.int32),
+                                      mx.zeros((B, S), mx.int32), mx.ones((B, 1, T, S), mx.bool_))
+                    logits, hidden = self.main(mx.zeros((B, T), mx.int32), ctx, mx.zeros((B, T), mx.int32))
+                    outs = [logits, hidden]
+                    if with_mtp:
+                        outs.append(self.mtp(hidden, mx.zeros((B, T), mx.int32), ctx, mx.zeros((B,), mx.int32)))
+                    mx.eval(outs)
+                    traced += 1
+            n_blocks *= 2
+        return traced
+
     @staticmethod
     def _store(layers: list[LayerKV], arrays: list[mx.array]) -> None:
         for kv, new in zip(layers, _unpack(arrays, layers)):
