@@ -41,6 +41,8 @@ def run(model: str, rounds: int, new_tokens: int, arms: list[str]) -> None:
     if unknown:
         raise SystemExit(f"runner bench --mtp: unknown arm(s) {unknown}; known: {sorted(ARMS)}")
     engines = {a: Engine.from_pretrained(model, max_batch_size=4, prefill_chunk=256, **ARMS[a]) for a in arms}
+    for engine in engines.values():
+        engine.warmup(48 + new_tokens)
     sets = {}
     any_engine = next(iter(engines.values()))
     pool = heldout_prompts(any_engine, 4 * (rounds + 1), 48)
