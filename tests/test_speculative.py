@@ -24,11 +24,12 @@ def passes_of(engine, prompts, max_new):
 
 @settings(max_examples=60)
 @given(prompts=prompts_st, batch=st.integers(1, 4), chunk=st.sampled_from([3, 16]), policy=policies,
-       sync=st.sampled_from(["eager", "lazy"]), cache=st.sampled_from([0, 4096]), max_new=st.integers(1, 10))
-def test_greedy_speculation_is_lossless(engine_cache, prompts, batch, chunk, policy, sync, cache, max_new):
+       sync=st.sampled_from(["eager", "lazy"]), cache=st.sampled_from([0, 4096]), max_new=st.integers(1, 10),
+       block=st.sampled_from([4, 16]))
+def test_greedy_speculation_is_lossless(engine_cache, prompts, batch, chunk, policy, sync, cache, max_new, block):
     plain = engine_cache(max_batch_size=1).generate(prompts, max_new_tokens=max_new)
     spec = engine_cache(max_batch_size=batch, prefill_chunk=chunk, mtp=True, draft_policy=policy,
-                        mtp_sync=sync, prefix_cache_bytes=cache)
+                        mtp_sync=sync, prefix_cache_bytes=cache, kv_block_size=block)
     outs, passes = passes_of(spec, prompts, max_new)
     assert outs == plain
     assert all(len(o) <= max_new for o in outs)

@@ -18,13 +18,30 @@ from .config import ModelArgs
 
 @dataclass(frozen=True)
 class PassContext:
-    """Index arrays describing one batched pass; shared by every layer of the pass."""
+    """Index arrays describing one batched pass; shared by every layer of the pass.
 
-    offsets: mx.array      # (B,) int32: position of each row's first input token
-    write_slots: mx.array  # (B*T,) int32: pool slot for each input token (pads -> scratch)
+    Tokens of a pass are packed: per-token work (projections, MoE, norms) runs on the N
+    real tokens only, never on padding. Attention alone needs rows: `rows()` lays packed
+    tokens out as (B, T) and `packed()` brings attention output back."""
+
+    positions: mx.array    # (N,) int32: position of each packed token (pads: 0)
+    write_slots: mx.array  # (N,) int32: pool slot of each packed token (pads -> scratch)
     read_slots: mx.array   # (B, S) int32: pool slot of each row's key position 0..S-1
     mask: mx.array         # (B, 1, T, S) bool: key s visible to query t of row b
+    to_rows: mx.array      # (B, T) int32: packed index of row b's t-th token (pads -> 0)
+    from_rows: mx.array    # (N,) int32: b * T + t of each packed token (pads -> 0)
     fresh: bool = False    # every row starts at position 0: attend to the new keys directly
+    dense: bool = False    # no padding: packed order is row-major (B*T), no gathers needed
+
+    def rows(self, a: mx.array) -> mx.array:
+        """(N, ...) packed -> (B, T, ...)."""
+        B, T = self.mask.shape[0], self.mask.shape[2]
+        return a.reshape(B, T, *a.shape[1:]) if self.dense else a[self.to_rows]
+
+    def packed(self, a: mx.array) -> mx.array:
+        """(B, T, ...) -> (N, ...) packed."""
+        flat = a.reshape(-1, *a.shape[2:])
+        return flat if self.dense else flat[self.from_rows]
 
 
 @dataclass
@@ -104,20 +121,26 @@ class Attention(nn.Module):
 
     def __call__(self, x: mx.array, ctx: Optional[PassContext] = None,
                  kv: Optional[LayerKV] = None, select: Optional[mx.array] = None) -> mx.array:
-        B, T, _ = x.shape
-        q, k, v = self._project(x, 0 if ctx is None else ctx.offsets)
+        """x: (B, T, H) without ctx; (N, H) packed tokens with ctx."""
         if ctx is None:
-            mask = "causal" if select is None else select
+            B, T, _ = x.shape
+            q, k, v = self._project(x, 0)
+            out = mx.fast.scaled_dot_product_attention(
+                q, k, v, scale=self.scale, mask="causal" if select is None else select)
+            return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, T, -1))
+        q, k, v = self._project(x[:, None], ctx.positions)   # each token its own row: (N, heads, 1, D)
+        q, k, v = q[:, :, 0], k[:, :, 0], v[:, :, 0]          # (N, heads, D)
+        kv.k[ctx.write_slots] = k
+        kv.v[ctx.write_slots] = v
+        q = ctx.rows(q).transpose(0, 2, 1, 3)                 # (B, nh, T, D)
+        if ctx.fresh and select is None:
+            # Nothing cached precedes these tokens: the causal kernel over the new keys
+            # avoids gathering them back and an explicit (T, S) mask.
+            k, v = ctx.rows(k).transpose(0, 2, 1, 3), ctx.rows(v).transpose(0, 2, 1, 3)
+            mask = "causal"
         else:
-            kv.k[ctx.write_slots] = k.transpose(0, 2, 1, 3).reshape(B * T, self.n_kv_heads, self.head_dim)
-            kv.v[ctx.write_slots] = v.transpose(0, 2, 1, 3).reshape(B * T, self.n_kv_heads, self.head_dim)
-            if ctx.fresh and select is None:
-                # Nothing cached precedes these tokens: the causal kernel over the new keys
-                # avoids gathering them back and an explicit (T, S) mask.
-                mask = "causal"
-            else:
-                k = kv.k[ctx.read_slots].transpose(0, 2, 1, 3)              # (B, nkv, S, D)
-                v = kv.v[ctx.read_slots].transpose(0, 2, 1, 3)
-                mask = ctx.mask if select is None else (ctx.mask & select)
+            k = kv.k[ctx.read_slots].transpose(0, 2, 1, 3)      # (B, nkv, S, D)
+            v = kv.v[ctx.read_slots].transpose(0, 2, 1, 3)
+            mask = ctx.mask if select is None else (ctx.mask & select)
         out = mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=mask)
-        return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, T, -1))
+        return self.o_proj(ctx.packed(out.transpose(0, 2, 1, 3)).reshape(x.shape[0], -1))

@@ -22,7 +22,7 @@ from .forward import Forward
 from .model import Model
 from .mtp import MTPDrafter
 from .prefix_cache import PrefixCache
-from .scheduler import PassPlan, Scheduler, bucket, build_context
+from .scheduler import PassPlan, Scheduler, bucket, build_layout
 from .sequence import Sequence
 from .speculative import choose, commit
 
@@ -142,11 +142,12 @@ class Engine:
         width = len(self.scheduler.running)
         plan = self.scheduler.plan(use_drafts=self.drafter is not None and self.policy.permits(width))
         starts = [s.computed for s in plan.rows]
-        logits, hidden, greedy = self._target_pass(plan, starts)
+        logits, hidden, first, greedy = self._target_pass(plan, starts)
         emitted, accepted = self._commit(plan, starts, logits, greedy)
         if self.drafter is not None:
             live = sum(not s.finished for s in plan.rows) + len(self.scheduler.waiting)
-            self.drafter.run(plan.rows, starts, hidden, self.policy.decide(min(live, self.config.max_batch_size)))
+            want = self.policy.decide(min(live, self.config.max_batch_size))
+            self.drafter.run(plan.rows, starts, hidden, first, want)
         row_bytes = [self._row_bytes(s) for s in plan.rows]
         finished = self._retire(plan)
         self.prefix.evict_to_budget()
@@ -163,18 +164,18 @@ class Engine:
 
     def _target_pass(self, plan: PassPlan, starts: list[int]):
         lens = [len(f) for f in plan.feeds]
-        T = bucket(max(lens), cap=max(self.config.prefill_chunk, 2))
-        ctx = build_context(starts, lens, [s.blocks for s in plan.rows], T, self.pool.block_size)
-        tokens = np.zeros((len(lens), T), np.int32)
+        lay = build_layout(starts, lens, [s.blocks for s in plan.rows], self.pool.block_size,
+                           t_cap=max(self.config.prefill_chunk, 2))
+        tokens = np.zeros(lay.n_tokens, np.int32)
         K = 2 if any(plan.drafted) else 1
-        out_pos = np.zeros((len(lens), K), np.int32)
-        for b, feed in enumerate(plan.feeds):
-            tokens[b, :len(feed)] = feed
-            out_pos[b] = [0, 1][:K] if plan.drafted[b] else len(feed) - 1
-        logits, hidden = self.forward.main(mx.array(tokens), ctx, mx.array(out_pos))
+        out_index = np.zeros((len(lens), K), np.int32)
+        for b, (feed, f) in enumerate(zip(plan.feeds, lay.first)):
+            tokens[f:f + len(feed)] = feed
+            out_index[b] = [f, f + 1][:K] if plan.drafted[b] else f + len(feed) - 1
+        logits, hidden = self.forward.main(mx.array(tokens), lay.ctx, mx.array(out_index))
         greedy = mx.argmax(logits, axis=-1)
         mx.eval(greedy, hidden)
-        return logits, hidden, greedy.tolist()
+        return logits, hidden, lay.first, greedy.tolist()
 
     def _commit(self, plan: PassPlan, starts: list[int], logits: mx.array, greedy: list[list[int]]):
         emitted = accepted = 0

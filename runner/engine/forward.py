@@ -30,59 +30,72 @@ def _pack(layers: list[LayerKV]) -> list[mx.array]:
     return [a for kv in layers for a in (kv.k, kv.v, kv.ik) if a is not None]
 
 
+def _ctx_arrays(ctx: PassContext) -> tuple:
+    return (ctx.positions, ctx.write_slots, ctx.read_slots, ctx.mask, ctx.to_rows, ctx.from_rows)
+
+
 class Forward:
     def __init__(self, model: Model, pool: BlockPool, index_topk: int, compile: bool):
         self.model, self.pool, self.index_topk = model, pool, index_topk
         self.n_main = model.args.num_hidden_layers
-        wrap = mx.compile if compile else (lambda f: f)
-        # `fresh` changes the graph, so each value gets its own compiled function.
-        self._main_fn = {fresh: wrap(partial(self._main, fresh)) for fresh in (False, True)}
-        self._mtp_fn = wrap(self._mtp)
+        self._wrap = mx.compile if compile else (lambda f: f)
+        self._compiled: dict[tuple, object] = {}
 
-    def _main(self, fresh, tokens, offsets, write, read, mask, out_pos, *arrays):
+    def _fn(self, name: str, ctx: PassContext):
+        # The layout flags change the graph, so each combination is its own function.
+        key = (name, ctx.fresh, ctx.dense)
+        if key not in self._compiled:
+            self._compiled[key] = self._wrap(partial(getattr(self, name), ctx.fresh, ctx.dense))
+        return self._compiled[key]
+
+    def _main(self, fresh, dense, tokens, positions, write, read, mask, to_rows, from_rows,
+              out_index, *arrays):
         kv = _unpack(arrays, self.pool.layers[:self.n_main])
-        ctx = PassContext(offsets, write, read, mask, fresh)
-        h = self.model.hidden_states(tokens, ctx, kv, self.index_topk)       # (B, T, H)
-        picked = mx.take_along_axis(h, out_pos[..., None], axis=1)           # (B, K, H)
-        return (self.model.head(picked).astype(mx.float32), h, *_pack(kv))
+        ctx = PassContext(positions, write, read, mask, to_rows, from_rows, fresh, dense)
+        h = self.model.hidden_states(tokens, ctx, kv, self.index_topk)       # (N, H)
+        return (self.model.head(h[out_index]).astype(mx.float32), h, *_pack(kv))  # (B, K, V)
 
-    def _mtp(self, hidden, next_tokens, offsets, write, read, mask, last, *arrays):
+    def _mtp(self, fresh, dense, hidden, next_tokens, positions, write, read, mask, to_rows,
+             from_rows, last_index, *arrays):
         kv = LayerKV(*arrays)
-        ctx = PassContext(offsets, write, read, mask)
-        out = self.model.mtp(hidden, self.model.embed_tokens(next_tokens), ctx, kv)  # (R, T, H)
-        picked = mx.take_along_axis(out, last[:, None, None], axis=1)        # (R, 1, H)
-        return (self.model.head(picked)[:, 0].astype(mx.float32), *_pack([kv]))
+        ctx = PassContext(positions, write, read, mask, to_rows, from_rows, fresh, dense)
+        out = self.model.mtp(hidden, self.model.embed_tokens(next_tokens), ctx, kv)  # (N, H)
+        return (self.model.head(out[last_index]).astype(mx.float32), *_pack([kv]))  # (R, V)
 
-    def main(self, tokens: mx.array, ctx: PassContext, out_pos: mx.array) -> tuple[mx.array, mx.array]:
+    def main(self, tokens: mx.array, ctx: PassContext, out_index: mx.array) -> tuple[mx.array, mx.array]:
+        """tokens (N,) packed; out_index (B, K) packed positions whose logits are wanted."""
         layers = self.pool.layers[:self.n_main]
-        logits, hidden, *arrays = self._main_fn[ctx.fresh](tokens, ctx.offsets, ctx.write_slots,
-                                                           ctx.read_slots, ctx.mask, out_pos, *_pack(layers))
+        logits, hidden, *arrays = self._fn("_main", ctx)(tokens, *_ctx_arrays(ctx), out_index, *_pack(layers))
         self._store(layers, arrays)
         return logits, hidden
 
-    def mtp(self, hidden: mx.array, next_tokens: mx.array, ctx: PassContext, last: mx.array) -> mx.array:
+    def mtp(self, hidden: mx.array, next_tokens: mx.array, ctx: PassContext, last_index: mx.array) -> mx.array:
+        """hidden (N, H) and next tokens (N,) packed pairs -> draft logits (R, V) at last_index."""
         layer = self.pool.layers[self.n_main]
-        logits, *arrays = self._mtp_fn(hidden, next_tokens, ctx.offsets, ctx.write_slots, ctx.read_slots,
-                                       ctx.mask, last, *_pack([layer]))
+        logits, *arrays = self._fn("_mtp", ctx)(hidden, next_tokens, *_ctx_arrays(ctx), last_index,
+                                               *_pack([layer]))
         self._store([layer], arrays)
         return logits
 
     def warm(self, max_rows: int, max_blocks: int, with_mtp: bool) -> int:
-        """Trace the compiled functions for every decode shape (rows x verify width x
+        """Trace the compiled functions for every decode shape (rows x tokens per row x
         read-slot bucket) up to these sizes, so no timed pass pays for tracing. Writes
         only the scratch block. Returns how many shapes were traced."""
-        bs, H, traced, n_blocks = self.pool.block_size, self.model.args.hidden_size, 0, 1
-        widths = (1, 2) if with_mtp else (1,)
+        from .scheduler import build_layout
+        bs, traced, n_blocks = self.pool.block_size, 0, 1
         while n_blocks <= max_blocks:
-            S = n_blocks * bs
+            blocks = [0] * n_blocks
             for B in range(1, max_rows + 1):
-                for T in widths:
-                    ctx = PassContext(mx.zeros((B,), mx.int32), mx.zeros((B * T,), mx.int32),
-                                      mx.zeros((B, S), mx.int32), mx.ones((B, 1, T, S), mx.bool_))
-                    logits, hidden = self.main(mx.zeros((B, T), mx.int32), ctx, mx.zeros((B, T), mx.int32))
+                for n_two in (range(B + 1) if with_mtp else (0,)):
+                    lens = [2] * n_two + [1] * (B - n_two)
+                    lay = build_layout([n_blocks * bs - 2] * B, lens, [blocks] * B, bs)
+                    K = 2 if n_two else 1
+                    logits, hidden = self.main(mx.zeros((lay.n_tokens,), mx.int32), lay.ctx,
+                                               mx.zeros((B, K), mx.int32))
                     outs = [logits, hidden]
                     if with_mtp:
-                        outs.append(self.mtp(hidden, mx.zeros((B, T), mx.int32), ctx, mx.zeros((B,), mx.int32)))
+                        outs.append(self.mtp(hidden, mx.zeros((lay.n_tokens,), mx.int32), lay.ctx,
+                                             mx.zeros((B,), mx.int32)))
                     mx.eval(outs)
                     traced += 1
             n_blocks *= 2

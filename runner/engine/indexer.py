@@ -37,23 +37,26 @@ class Indexer(nn.Module):
         return self._rope(self.k_norm(self.wk(x))[:, None], offset)[:, 0]
 
     def write_keys(self, x: mx.array, ctx: PassContext, kv: LayerKV) -> None:
-        """Store this pass's keys; they are needed later even while attention is dense."""
-        B, T, _ = x.shape
-        kv.ik[ctx.write_slots] = self.keys(x, ctx.offsets).reshape(B * T, self.head_dim)
+        """Store this pass's keys (x: (N, H) packed); they are needed later even while
+        attention is dense."""
+        kv.ik[ctx.write_slots] = self.keys(x[:, None], ctx.positions)[:, 0]
 
     def scores(self, x: mx.array, ctx: Optional[PassContext] = None,
                kv: Optional[LayerKV] = None) -> mx.array:
-        """x: (B, T, H) normed layer input -> scores (B, T, S) over key positions.
-        Without ctx the keys are the input's own positions (S = T); with ctx they are read
-        from the pool (write_keys must have run in this pass)."""
-        B, T, _ = x.shape
-        offset = 0 if ctx is None else ctx.offsets
-        q = self.wq(x).reshape(B, T, self.n_heads, self.head_dim).transpose(0, 2, 1, 3)
-        q = self._rope(q, offset)                                           # (B, n, T, d)
-        k = self.keys(x, 0) if ctx is None else kv.ik[ctx.read_slots]       # (B, S, d)
-        w = self.weights_proj(x) * (self.n_heads ** -0.5)                   # (B, T, n)
-        dots = nn.relu(q @ k[:, None].swapaxes(-1, -2) * (self.head_dim ** -0.5))  # (B, n, T, S)
-        return (w.transpose(0, 2, 1)[..., None] * dots).sum(axis=1)         # (B, T, S)
+        """Scores (B, T, S) over key positions. Without ctx, x is (B, T, H) and the keys
+        are its own positions (S = T); with ctx, x is (N, H) packed and keys come from
+        the pool (write_keys must have run in this pass)."""
+        n, d = self.n_heads, self.head_dim
+        if ctx is None:
+            B, T, _ = x.shape
+            q = self._rope(self.wq(x).reshape(B, T, n, d).transpose(0, 2, 1, 3), 0)  # (B, n, T, d)
+            k, w = self.keys(x, 0), self.weights_proj(x)                          # (B, S, d), (B, T, n)
+        else:
+            q = self._rope(self.wq(x).reshape(-1, 1, n, d).transpose(0, 2, 1, 3), ctx.positions)
+            q = ctx.rows(q[:, :, 0]).transpose(0, 2, 1, 3)                        # (B, n, T, d)
+            k, w = kv.ik[ctx.read_slots], ctx.rows(self.weights_proj(x))
+        dots = nn.relu(q @ k[:, None].swapaxes(-1, -2) * (d ** -0.5))             # (B, n, T, S)
+        return ((w * n ** -0.5).transpose(0, 2, 1)[..., None] * dots).sum(axis=1)  # (B, T, S)
 
 
 def topk_select(scores: mx.array, causal: mx.array, k: int) -> mx.array:

@@ -15,7 +15,7 @@ import numpy as np
 from .cache import BlockPool
 from .forward import Forward
 from .sampler import probs, sample
-from .scheduler import bucket, build_context
+from .scheduler import build_layout
 from .sequence import Sequence
 
 
@@ -23,32 +23,35 @@ class MTPDrafter:
     def __init__(self, forward: Forward, pool: BlockPool, sync: str):
         self.forward, self.pool, self.eager = forward, pool, sync == "eager"
 
-    def run(self, rows: list[Sequence], starts: list[int], hidden: mx.array, want_drafts: bool) -> None:
+    def run(self, rows: list[Sequence], starts: list[int], hidden: mx.array, first: list[int],
+            want_drafts: bool) -> None:
+        """hidden: the target pass's packed hidden states; first[b]: row b's first index."""
         alive = [b for b, s in enumerate(rows) if not s.finished]
         if not alive:
             return
-        n_new = [rows[b].computed - starts[b] for b in alive]
         if not (self.eager or want_drafts):
-            for b, n in zip(alive, n_new):
-                seq = rows[b]
-                fresh = hidden[b, :n]
+            for b in alive:
+                seq, fresh = rows[b], hidden[first[b]:first[b] + rows[b].computed - starts[b]]
                 seq.pending_hidden = fresh if seq.pending_hidden is None else mx.concatenate([seq.pending_hidden, fresh])
                 seq.draft = None
             mx.eval([rows[b].pending_hidden for b in alive])
             return
         seqs = [rows[b] for b in alive]
+        lens = [s.computed - s.mtp_computed for s in seqs]   # backlog (lazy) + this pass's pairs
+        lay = build_layout([s.mtp_computed for s in seqs], lens, [s.blocks for s in seqs],
+                           self.pool.block_size)
+        nxt = np.zeros(lay.n_tokens, np.int32)
+        for s, f, n in zip(seqs, lay.first, lens):
+            nxt[f:f + n] = s.tokens[s.mtp_computed + 1:s.mtp_computed + 1 + n]
         if any(s.pending_hidden is not None for s in seqs):
-            inputs, lens = self._catch_up_inputs(seqs, alive, n_new, hidden)
-        else:
-            inputs = hidden[mx.array(alive)] if len(alive) < len(rows) else hidden
-            lens = n_new
-        T = inputs.shape[1]
-        offs = [s.mtp_computed for s in seqs]
-        nxt = np.zeros((len(seqs), T), np.int32)
-        for r, (s, o, n) in enumerate(zip(seqs, offs, lens)):
-            nxt[r, :n] = s.tokens[o + 1:o + 1 + n]
-        ctx = build_context(offs, lens, [s.blocks for s in seqs], T, self.pool.block_size)
-        logits = self.forward.mtp(inputs, mx.array(nxt), ctx, mx.array(np.asarray(lens, np.int32) - 1))
+            inputs = self._catch_up_inputs(seqs, [first[b] for b in alive], starts, alive, hidden, lay.n_tokens)
+        else:  # every pair comes from this pass: one gather from the packed hidden states
+            src = np.zeros(lay.n_tokens, np.int32)
+            for b, f, n in zip(alive, lay.first, lens):
+                src[f:f + n] = np.arange(first[b], first[b] + n)
+            inputs = hidden[mx.array(src)]
+        last = mx.array([f + n - 1 for f, n in zip(lay.first, lens)])
+        logits = self.forward.mtp(inputs, mx.array(nxt), lay.ctx, last)
         greedy = mx.argmax(logits, axis=-1).tolist()
         for r, s in enumerate(seqs):
             s.mtp_computed, s.pending_hidden = s.computed, None
@@ -62,10 +65,11 @@ class MTPDrafter:
                 s.draft = sample(s.draft_probs, s.rng)
 
     @staticmethod
-    def _catch_up_inputs(seqs, alive, n_new, hidden):
-        parts = [mx.concatenate([s.pending_hidden, hidden[b, :n]]) if s.pending_hidden is not None
-                 else hidden[b, :n] for s, b, n in zip(seqs, alive, n_new)]
-        lens = [p.shape[0] for p in parts]
-        T = bucket(max(lens))
-        padded = [mx.pad(p, [(0, T - p.shape[0]), (0, 0)]) for p in parts]
-        return mx.stack(padded), lens
+    def _catch_up_inputs(seqs, firsts, starts, alive, hidden, n_tokens):
+        parts = []
+        for s, f, b in zip(seqs, firsts, alive):
+            if s.pending_hidden is not None:
+                parts.append(s.pending_hidden)
+            parts.append(hidden[f:f + s.computed - starts[b]])
+        flat = mx.concatenate(parts)
+        return mx.pad(flat, [(0, n_tokens - flat.shape[0]), (0, 0)])

@@ -40,27 +40,44 @@ class PassPlan:
         return "mixed" if has_p and has_d else ("prefill" if has_p else "decode")
 
 
-def build_context(starts: list[int], lengths: list[int], blocks: list[list[int]], T: int,
-                  block_size: int) -> PassContext:
+@dataclass(frozen=True)
+class PassLayout:
+    ctx: PassContext
+    first: list[int]     # packed index of each row's first token
+    n_tokens: int        # packed length (bucketed when rows are ragged)
+
+
+def build_layout(starts: list[int], lengths: list[int], blocks: list[list[int]], block_size: int,
+                 t_cap: int | None = None) -> PassLayout:
     """Index arrays for rows feeding lengths[b] tokens from position starts[b]."""
     B = len(starts)
-    start = np.asarray(starts, np.int32)[:, None]
-    t = np.arange(T, dtype=np.int32)[None, :]
-    pos = start + t                                                       # (B, T)
+    T = bucket(max(lengths), cap=t_cap)
+    lens = np.asarray(lengths, np.int32)
+    n_real = int(lens.sum())
+    dense = bool((lens == T).all())
+    N = n_real if dense else bucket(n_real, cap=B * T)
+    pos = np.asarray(starts, np.int32)[:, None] + np.arange(T, dtype=np.int32)[None, :]  # (B, T)
+    valid = np.arange(T)[None, :] < lens[:, None]
     n_blocks = bucket(max(-(-(s + T) // block_size) for s in starts))
     table = np.full((B, n_blocks), SCRATCH_BLOCK, np.int32)
-    for b, bl in enumerate(blocks):
+    for b, bl in enumerate(blocks):  # a row may hold a block past this pass's reach (a rejected draft's)
+        bl = bl[:n_blocks]
         table[b, :len(bl)] = bl
-    valid = t < np.asarray(lengths, np.int32)[:, None]
-    rows = np.arange(B)[:, None]
-    safe_pos = np.where(valid, pos, 0)
-    write = np.where(valid, table[rows, safe_pos // block_size] * block_size + safe_pos % block_size, 0)
+    safe = np.where(valid, pos, 0)
+    slot = table[np.arange(B)[:, None], safe // block_size] * block_size + safe % block_size
+    rows_of, t_of = np.nonzero(valid)              # row-major: the packed order
+    packed = np.zeros((3, N), np.int32)            # positions, write slots, from_rows (pads: 0)
+    packed[0, :n_real], packed[1, :n_real], packed[2, :n_real] = pos[valid], slot[valid], rows_of * T + t_of
+    to_rows = np.zeros((B, T), np.int32)
+    to_rows[valid] = np.arange(n_real, dtype=np.int32)
     read = (table[:, :, None] * block_size + np.arange(block_size, dtype=np.int32)).reshape(B, -1)
-    S = read.shape[1]
-    mask = np.arange(S, dtype=np.int32)[None, None, :] <= pos[:, :, None]  # (B, T, S)
-    return PassContext(offsets=mx.array(start[:, 0]), write_slots=mx.array(write.reshape(-1)),
-                       read_slots=mx.array(read), mask=mx.array(mask[:, None]),
-                       fresh=not any(starts))
+    mask = np.arange(read.shape[1], dtype=np.int32)[None, None, :] <= pos[:, :, None]  # (B, T, S)
+    ctx = PassContext(positions=mx.array(packed[0]), write_slots=mx.array(packed[1]),
+                      read_slots=mx.array(read), mask=mx.array(mask[:, None]),
+                      to_rows=mx.array(to_rows), from_rows=mx.array(packed[2]),
+                      fresh=not any(starts), dense=dense)
+    first = [0] + np.cumsum(lens)[:-1].tolist()
+    return PassLayout(ctx, first, N)
 
 
 class Scheduler:
