@@ -17,31 +17,61 @@ from .config import ModelArgs
 
 
 @dataclass(frozen=True)
-class PassContext:
-    """Index arrays describing one batched pass; shared by every layer of the pass.
+class RowGroup:
+    """Rows of similar length laid out (B, T) for attention: decode rows apart from
+    prefill chunks, so a one-token row never pays for a chunk-long padded query block."""
 
-    Tokens of a pass are packed: per-token work (projections, MoE, norms) runs on the N
-    real tokens only, never on padding. Attention alone needs rows: `rows()` lays packed
-    tokens out as (B, T) and `packed()` brings attention output back."""
-
-    positions: mx.array    # (N,) int32: position of each packed token (pads: 0)
-    write_slots: mx.array  # (N,) int32: pool slot of each packed token (pads -> scratch)
-    read_slots: mx.array   # (B, S) int32: pool slot of each row's key position 0..S-1
-    mask: mx.array         # (B, 1, T, S) bool: key s visible to query t of row b
-    to_rows: mx.array      # (B, T) int32: packed index of row b's t-th token (pads -> 0)
-    from_rows: mx.array    # (N,) int32: b * T + t of each packed token (pads -> 0)
-    fresh: bool = False    # every row starts at position 0: attend to the new keys directly
-    dense: bool = False    # no padding: packed order is row-major (B*T), no gathers needed
+    to_rows: Optional[mx.array]  # (B, T) int32 packed index of row b's t-th token (pads -> 0);
+                                 # None when the packed tokens are exactly these rows, row-major
+    read_slots: mx.array         # (B, S) int32: pool slot of each row's key position 0..S-1
+    mask: mx.array               # (B, 1, T, S) bool: key s visible to query t of row b
+    fresh: bool = False          # every row starts at position 0: attend to the new keys directly
 
     def rows(self, a: mx.array) -> mx.array:
         """(N, ...) packed -> (B, T, ...)."""
         B, T = self.mask.shape[0], self.mask.shape[2]
-        return a.reshape(B, T, *a.shape[1:]) if self.dense else a[self.to_rows]
+        return a.reshape(B, T, *a.shape[1:]) if self.to_rows is None else a[self.to_rows]
 
-    def packed(self, a: mx.array) -> mx.array:
-        """(B, T, ...) -> (N, ...) packed."""
-        flat = a.reshape(-1, *a.shape[2:])
-        return flat if self.dense else flat[self.from_rows]
+
+@dataclass(frozen=True)
+class PassContext:
+    """Index arrays describing one batched pass; shared by every layer of the pass.
+
+    Tokens of a pass are packed: per-token work (projections, MoE, norms) runs on the N
+    real tokens only, never on padding. Attention alone works on rows, group by group;
+    `packed()` brings the groups' outputs back into packed order."""
+
+    positions: mx.array           # (N,) int32: position of each packed token (pads: 0)
+    write_slots: mx.array         # (N,) int32: pool slot of each packed token (pads -> scratch)
+    groups: tuple[RowGroup, ...]
+    from_rows: Optional[mx.array]  # (N,) int32: index into the groups' concatenated (B*T) rows;
+                                   # None when there is one group and no padding
+
+    def packed(self, outs: list[mx.array]) -> mx.array:
+        """Per-group (B, T, ...) outputs -> (N, ...) packed."""
+        flat = [o.reshape(-1, *o.shape[2:]) for o in outs]
+        flat = flat[0] if len(flat) == 1 else mx.concatenate(flat)
+        return flat if self.from_rows is None else flat[self.from_rows]
+
+    def flatten(self) -> tuple[tuple, list[mx.array]]:
+        """(static structure, arrays): compiled functions take arrays and key on the rest."""
+        spec = (self.from_rows is not None,) + tuple((g.to_rows is not None, g.fresh) for g in self.groups)
+        arrays = [self.positions, self.write_slots] + ([self.from_rows] if self.from_rows is not None else [])
+        for g in self.groups:
+            arrays += ([g.to_rows] if g.to_rows is not None else []) + [g.read_slots, g.mask]
+        return spec, arrays
+
+    @staticmethod
+    def unflatten(spec: tuple, arrays: list[mx.array]) -> tuple["PassContext", list[mx.array]]:
+        """Inverse of flatten(); returns the context and the arrays that follow it."""
+        it = iter(arrays)
+        positions, write = next(it), next(it)
+        from_rows = next(it) if spec[0] else None
+        groups = []
+        for has_rows, fresh in spec[1:]:
+            to_rows = next(it) if has_rows else None
+            groups.append(RowGroup(to_rows, next(it), next(it), fresh))
+        return PassContext(positions, write, tuple(groups), from_rows), list(it)
 
 
 @dataclass
@@ -120,8 +150,9 @@ class Attention(nn.Module):
         return qk[:, :nh], qk[:, nh:], qkv[:, :, nh + nkv:].transpose(0, 2, 1, 3)
 
     def __call__(self, x: mx.array, ctx: Optional[PassContext] = None,
-                 kv: Optional[LayerKV] = None, select: Optional[mx.array] = None) -> mx.array:
-        """x: (B, T, H) without ctx; (N, H) packed tokens with ctx."""
+                 kv: Optional[LayerKV] = None, select=None) -> mx.array:
+        """x: (B, T, H) without ctx; (N, H) packed tokens with ctx. select: a (B, 1, T, S)
+        key selection without ctx; with ctx, one per row group (None: all causal keys)."""
         if ctx is None:
             B, T, _ = x.shape
             q, k, v = self._project(x, 0)
@@ -132,15 +163,18 @@ class Attention(nn.Module):
         q, k, v = q[:, :, 0], k[:, :, 0], v[:, :, 0]          # (N, heads, D)
         kv.k[ctx.write_slots] = k
         kv.v[ctx.write_slots] = v
-        q = ctx.rows(q).transpose(0, 2, 1, 3)                 # (B, nh, T, D)
-        if ctx.fresh and select is None:
-            # Nothing cached precedes these tokens: the causal kernel over the new keys
-            # avoids gathering them back and an explicit (T, S) mask.
-            k, v = ctx.rows(k).transpose(0, 2, 1, 3), ctx.rows(v).transpose(0, 2, 1, 3)
-            mask = "causal"
-        else:
-            k = kv.k[ctx.read_slots].transpose(0, 2, 1, 3)      # (B, nkv, S, D)
-            v = kv.v[ctx.read_slots].transpose(0, 2, 1, 3)
-            mask = ctx.mask if select is None else (ctx.mask & select)
-        out = mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=mask)
-        return self.o_proj(ctx.packed(out.transpose(0, 2, 1, 3)).reshape(x.shape[0], -1))
+        outs = []
+        for g, sel in zip(ctx.groups, select or [None] * len(ctx.groups)):
+            qg = g.rows(q).transpose(0, 2, 1, 3)                  # (B, nh, T, D)
+            if g.fresh and sel is None:
+                # Nothing cached precedes these tokens: the causal kernel over the new keys
+                # avoids gathering them back and an explicit (T, S) mask.
+                kg, vg = g.rows(k).transpose(0, 2, 1, 3), g.rows(v).transpose(0, 2, 1, 3)
+                mask = "causal"
+            else:
+                kg = kv.k[g.read_slots].transpose(0, 2, 1, 3)      # (B, nkv, S, D)
+                vg = kv.v[g.read_slots].transpose(0, 2, 1, 3)
+                mask = g.mask if sel is None else (g.mask & sel)
+            out = mx.fast.scaled_dot_product_attention(qg, kg, vg, scale=self.scale, mask=mask)
+            outs.append(out.transpose(0, 2, 1, 3))                 # (B, T, nh, D)
+        return self.o_proj(ctx.packed(outs).reshape(x.shape[0], -1))

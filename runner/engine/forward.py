@@ -30,10 +30,6 @@ def _pack(layers: list[LayerKV]) -> list[mx.array]:
     return [a for kv in layers for a in (kv.k, kv.v, kv.ik) if a is not None]
 
 
-def _ctx_arrays(ctx: PassContext) -> tuple:
-    return (ctx.positions, ctx.write_slots, ctx.read_slots, ctx.mask, ctx.to_rows, ctx.from_rows)
-
-
 class Forward:
     def __init__(self, model: Model, pool: BlockPool, index_topk: int, compile: bool):
         self.model, self.pool, self.index_topk = model, pool, index_topk
@@ -41,39 +37,38 @@ class Forward:
         self._wrap = mx.compile if compile else (lambda f: f)
         self._compiled: dict[tuple, object] = {}
 
-    def _fn(self, name: str, ctx: PassContext):
-        # The layout flags change the graph, so each combination is its own function.
-        key = (name, ctx.fresh, ctx.dense)
+    def _fn(self, name: str, spec: tuple):
+        # The pass structure (row groups, padding) changes the graph: one function each.
+        key = (name, spec)
         if key not in self._compiled:
-            self._compiled[key] = self._wrap(partial(getattr(self, name), ctx.fresh, ctx.dense))
+            self._compiled[key] = self._wrap(partial(getattr(self, name), spec))
         return self._compiled[key]
 
-    def _main(self, fresh, dense, tokens, positions, write, read, mask, to_rows, from_rows,
-              out_index, *arrays):
-        kv = _unpack(arrays, self.pool.layers[:self.n_main])
-        ctx = PassContext(positions, write, read, mask, to_rows, from_rows, fresh, dense)
+    def _main(self, spec, tokens, out_index, *arrays):
+        ctx, pool_arrays = PassContext.unflatten(spec, arrays)
+        kv = _unpack(pool_arrays, self.pool.layers[:self.n_main])
         h = self.model.hidden_states(tokens, ctx, kv, self.index_topk)       # (N, H)
         return (self.model.head(h[out_index]).astype(mx.float32), h, *_pack(kv))  # (B, K, V)
 
-    def _mtp(self, fresh, dense, hidden, next_tokens, positions, write, read, mask, to_rows,
-             from_rows, last_index, *arrays):
-        kv = LayerKV(*arrays)
-        ctx = PassContext(positions, write, read, mask, to_rows, from_rows, fresh, dense)
+    def _mtp(self, spec, hidden, next_tokens, last_index, *arrays):
+        ctx, pool_arrays = PassContext.unflatten(spec, arrays)
+        kv = LayerKV(*pool_arrays)
         out = self.model.mtp(hidden, self.model.embed_tokens(next_tokens), ctx, kv)  # (N, H)
         return (self.model.head(out[last_index]).astype(mx.float32), *_pack([kv]))  # (R, V)
 
     def main(self, tokens: mx.array, ctx: PassContext, out_index: mx.array) -> tuple[mx.array, mx.array]:
         """tokens (N,) packed; out_index (B, K) packed positions whose logits are wanted."""
         layers = self.pool.layers[:self.n_main]
-        logits, hidden, *arrays = self._fn("_main", ctx)(tokens, *_ctx_arrays(ctx), out_index, *_pack(layers))
+        spec, ctx_arrays = ctx.flatten()
+        logits, hidden, *arrays = self._fn("_main", spec)(tokens, out_index, *ctx_arrays, *_pack(layers))
         self._store(layers, arrays)
         return logits, hidden
 
     def mtp(self, hidden: mx.array, next_tokens: mx.array, ctx: PassContext, last_index: mx.array) -> mx.array:
         """hidden (N, H) and next tokens (N,) packed pairs -> draft logits (R, V) at last_index."""
         layer = self.pool.layers[self.n_main]
-        logits, *arrays = self._fn("_mtp", ctx)(hidden, next_tokens, *_ctx_arrays(ctx), last_index,
-                                               *_pack([layer]))
+        spec, ctx_arrays = ctx.flatten()
+        logits, *arrays = self._fn("_mtp", spec)(hidden, next_tokens, last_index, *ctx_arrays, *_pack([layer]))
         self._store([layer], arrays)
         return logits
 

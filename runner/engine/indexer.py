@@ -13,7 +13,7 @@ from typing import Optional
 import mlx.core as mx
 import mlx.nn as nn
 
-from .attention import LayerKV, PassContext
+from .attention import LayerKV, PassContext, RowGroup
 from .config import ModelArgs
 
 
@@ -42,10 +42,10 @@ class Indexer(nn.Module):
         kv.ik[ctx.write_slots] = self.keys(x[:, None], ctx.positions)[:, 0]
 
     def scores(self, x: mx.array, ctx: Optional[PassContext] = None,
-               kv: Optional[LayerKV] = None) -> mx.array:
+               kv: Optional[LayerKV] = None, group: Optional[RowGroup] = None) -> mx.array:
         """Scores (B, T, S) over key positions. Without ctx, x is (B, T, H) and the keys
-        are its own positions (S = T); with ctx, x is (N, H) packed and keys come from
-        the pool (write_keys must have run in this pass)."""
+        are its own positions (S = T); with ctx, x is (N, H) packed and the scores are for
+        one row group, keys from the pool (write_keys must have run in this pass)."""
         n, d = self.n_heads, self.head_dim
         if ctx is None:
             B, T, _ = x.shape
@@ -53,8 +53,8 @@ class Indexer(nn.Module):
             k, w = self.keys(x, 0), self.weights_proj(x)                          # (B, S, d), (B, T, n)
         else:
             q = self._rope(self.wq(x).reshape(-1, 1, n, d).transpose(0, 2, 1, 3), ctx.positions)
-            q = ctx.rows(q[:, :, 0]).transpose(0, 2, 1, 3)                        # (B, n, T, d)
-            k, w = kv.ik[ctx.read_slots], ctx.rows(self.weights_proj(x))
+            q = group.rows(q[:, :, 0]).transpose(0, 2, 1, 3)                      # (B, n, T, d)
+            k, w = kv.ik[group.read_slots], group.rows(self.weights_proj(x))
         dots = nn.relu(q @ k[:, None].swapaxes(-1, -2) * (d ** -0.5))             # (B, n, T, S)
         return ((w * n ** -0.5).transpose(0, 2, 1)[..., None] * dots).sum(axis=1)  # (B, T, S)
 

@@ -35,8 +35,9 @@ class DecoderLayer(nn.Module):
         select = None
         if index_topk and ctx is not None:
             self.indexer.write_keys(n, ctx, kv)
-            if ctx.read_slots.shape[1] > index_topk:  # static: no scoring while every context fits
-                select = topk_select(self.indexer.scores(n, ctx, kv), ctx.mask, index_topk)
+            # Static shapes: a group whose every context fits in index_topk stays dense.
+            select = [topk_select(self.indexer.scores(n, ctx, kv, g), g.mask, index_topk)
+                      if g.read_slots.shape[1] > index_topk else None for g in ctx.groups]
         h = x + self.self_attn(n, ctx, kv, select)
         return h + self.mlp(self.post_attention_layernorm(h))
 

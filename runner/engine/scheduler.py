@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 import numpy as np
 
-from .attention import PassContext
+from .attention import PassContext, RowGroup
 from .cache import SCRATCH_BLOCK, BlockPool
 from .prefix_cache import PrefixCache
 from .sequence import Sequence
@@ -47,37 +47,59 @@ class PassLayout:
     n_tokens: int        # packed length (bucketed when rows are ragged)
 
 
+SHORT_ROW = 2  # rows feeding at most this many tokens (decode, verify) form their own group
+
+
+def _group(starts: np.ndarray, lens: np.ndarray, tables: np.ndarray, block_size: int,
+           to_rows: np.ndarray | None) -> RowGroup:
+    """The (B, T) attention layout of one group of rows."""
+    T = to_rows.shape[1] if to_rows is not None else int(lens.max())
+    pos = starts[:, None] + np.arange(T, dtype=np.int32)[None, :]                     # (B, T)
+    n_blocks = bucket(max(-(-(s + T) // block_size) for s in starts.tolist()))
+    read = (tables[:, :n_blocks, None] * block_size + np.arange(block_size, dtype=np.int32)).reshape(len(starts), -1)
+    mask = np.arange(read.shape[1], dtype=np.int32)[None, None, :] <= pos[:, :, None]  # (B, T, S)
+    return RowGroup(None if to_rows is None else mx.array(to_rows), mx.array(read),
+                    mx.array(mask[:, None]), fresh=not starts.any())
+
+
 def build_layout(starts: list[int], lengths: list[int], blocks: list[list[int]], block_size: int,
                  t_cap: int | None = None) -> PassLayout:
     """Index arrays for rows feeding lengths[b] tokens from position starts[b]."""
     B = len(starts)
-    T = bucket(max(lengths), cap=t_cap)
-    lens = np.asarray(lengths, np.int32)
+    lens, start = np.asarray(lengths, np.int32), np.asarray(starts, np.int32)
     n_real = int(lens.sum())
-    dense = bool((lens == T).all())
-    N = n_real if dense else bucket(n_real, cap=B * T)
-    pos = np.asarray(starts, np.int32)[:, None] + np.arange(T, dtype=np.int32)[None, :]  # (B, T)
-    valid = np.arange(T)[None, :] < lens[:, None]
-    n_blocks = bucket(max(-(-(s + T) // block_size) for s in starts))
-    table = np.full((B, n_blocks), SCRATCH_BLOCK, np.int32)
-    for b, bl in enumerate(blocks):  # a row may hold a block past this pass's reach (a rejected draft's)
-        bl = bl[:n_blocks]
-        table[b, :len(bl)] = bl
-    safe = np.where(valid, pos, 0)
-    slot = table[np.arange(B)[:, None], safe // block_size] * block_size + safe % block_size
-    rows_of, t_of = np.nonzero(valid)              # row-major: the packed order
-    packed = np.zeros((3, N), np.int32)            # positions, write slots, from_rows (pads: 0)
-    packed[0, :n_real], packed[1, :n_real], packed[2, :n_real] = pos[valid], slot[valid], rows_of * T + t_of
-    to_rows = np.zeros((B, T), np.int32)
-    to_rows[valid] = np.arange(n_real, dtype=np.int32)
-    read = (table[:, :, None] * block_size + np.arange(block_size, dtype=np.int32)).reshape(B, -1)
-    mask = np.arange(read.shape[1], dtype=np.int32)[None, None, :] <= pos[:, :, None]  # (B, T, S)
-    ctx = PassContext(positions=mx.array(packed[0]), write_slots=mx.array(packed[1]),
-                      read_slots=mx.array(read), mask=mx.array(mask[:, None]),
-                      to_rows=mx.array(to_rows), from_rows=mx.array(packed[2]),
-                      fresh=not any(starts), dense=dense)
-    first = [0] + np.cumsum(lens)[:-1].tolist()
-    return PassLayout(ctx, first, N)
+    first = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int32)
+    # Block tables wide enough for every row's reach in this pass (a row may hold one
+    # more block, reserved for a draft that was rejected: it is not read here).
+    width = max(-(-(s + l) // block_size) for s, l in zip(starts, lengths))
+    tables = np.full((B, bucket(width)), SCRATCH_BLOCK, np.int32)
+    for b, bl in enumerate(blocks):
+        bl = bl[:tables.shape[1]]
+        tables[b, :len(bl)] = bl
+    pos_all = np.repeat(start - first, lens) + np.arange(n_real, dtype=np.int32)         # packed positions
+    row_all = np.repeat(np.arange(B, dtype=np.int32), lens)
+    short = lens <= SHORT_ROW
+    members = [m for m in (np.nonzero(short)[0], np.nonzero(~short)[0]) if len(m)]
+    single_dense = len(members) == 1 and bool((lens == lens.max()).all()) and bucket(int(lens.max()), t_cap) == lens.max()
+    groups, from_rows, base = [], np.zeros(n_real, np.int32), 0
+    for m in members:
+        T = bucket(int(lens[m].max()), cap=t_cap)
+        if single_dense:
+            to_rows = None
+        else:
+            t = np.arange(T, dtype=np.int32)[None, :]
+            to_rows = np.where(t < lens[m][:, None], first[m][:, None] + t, 0).astype(np.int32)
+        for i, b in enumerate(m):
+            from_rows[first[b]:first[b] + lens[b]] = base + i * T + np.arange(lens[b])
+        base += len(m) * T
+        groups.append(_group(start[m], lens[m], tables[m], block_size, to_rows))
+    # Packed length: round to a multiple of 16 (few compiled shapes, little padding work).
+    N = n_real if single_dense else bucket(n_real) if n_real <= 16 else -(-n_real // 16) * 16
+    slots = tables[row_all, pos_all // block_size] * block_size + pos_all % block_size
+    pad = N - n_real
+    ctx = PassContext(positions=mx.array(np.pad(pos_all, (0, pad))), write_slots=mx.array(np.pad(slots, (0, pad))),
+                      groups=tuple(groups), from_rows=None if single_dense else mx.array(np.pad(from_rows, (0, pad))))
+    return PassLayout(ctx, first.tolist(), N)
 
 
 class Scheduler:
