@@ -30,6 +30,9 @@ def _pack(layers: list[LayerKV]) -> list[mx.array]:
     return [a for kv in layers for a in (kv.k, kv.v, kv.ik) if a is not None]
 
 
+COMPILE_MAX_TOKENS = 64  # passes with more packed tokens than this run uncompiled
+
+
 class Forward:
     def __init__(self, model: Model, pool: BlockPool, index_topk: int, compile: bool):
         self.model, self.pool, self.index_topk = model, pool, index_topk
@@ -37,8 +40,12 @@ class Forward:
         self._wrap = mx.compile if compile else (lambda f: f)
         self._compiled: dict[tuple, object] = {}
 
-    def _fn(self, name: str, spec: tuple):
-        # The pass structure (row groups, padding) changes the graph: one function each.
+    def _fn(self, name: str, spec: tuple, n_tokens: int):
+        """The function for this pass structure (row groups and padding change the graph,
+        so each gets its own). Long passes run eagerly: measured here, compiling a
+        512-token prefill made it slower, while decode passes gain about a third."""
+        if n_tokens > COMPILE_MAX_TOKENS:
+            return partial(getattr(self, name), spec)
         key = (name, spec)
         if key not in self._compiled:
             self._compiled[key] = self._wrap(partial(getattr(self, name), spec))
@@ -60,7 +67,7 @@ class Forward:
         """tokens (N,) packed; out_index (B, K) packed positions whose logits are wanted."""
         layers = self.pool.layers[:self.n_main]
         spec, ctx_arrays = ctx.flatten()
-        logits, hidden, *arrays = self._fn("_main", spec)(tokens, out_index, *ctx_arrays, *_pack(layers))
+        logits, hidden, *arrays = self._fn("_main", spec, tokens.shape[0])(tokens, out_index, *ctx_arrays, *_pack(layers))
         self._store(layers, arrays)
         return logits, hidden
 
@@ -68,7 +75,7 @@ class Forward:
         """hidden (N, H) and next tokens (N,) packed pairs -> draft logits (R, V) at last_index."""
         layer = self.pool.layers[self.n_main]
         spec, ctx_arrays = ctx.flatten()
-        logits, *arrays = self._fn("_mtp", spec)(hidden, next_tokens, last_index, *ctx_arrays, *_pack([layer]))
+        logits, *arrays = self._fn("_mtp", spec, hidden.shape[0])(hidden, next_tokens, last_index, *ctx_arrays, *_pack([layer]))
         self._store([layer], arrays)
         return logits
 

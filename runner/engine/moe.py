@@ -3,12 +3,21 @@ top-k, routed experts stacked per weight and run through `mx.gather_mm`, plus sh
 experts added unweighted. Also the dense SwiGLU MLP used by the first layers."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 import mlx.core as mx
 import mlx.nn as nn
 
 from .config import ModelArgs
+
+
+@dataclass(frozen=True)
+class Fused:
+    """Inference-layout copies of weights. Not an mx.array, list or tuple, so nn.Module
+    keeps it out of parameters(): saving and training never see it."""
+
+    arrays: tuple
 
 
 SORT_FROM_TOKENS = 64  # gather_mm over expert-sorted tokens pays from about this many
@@ -20,17 +29,17 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(hidden, inner, bias=False)
         self.up_proj = nn.Linear(hidden, inner, bias=False)
         self.down_proj = nn.Linear(inner, hidden, bias=False)
-        self.gate_up: Optional[mx.array] = None  # fuse(): plain attribute, not a parameter
+        self.fused: Optional[Fused] = None  # fuse(): a plain attribute, not a parameter
 
     def fuse(self) -> None:
         """One matmul for gate and up projections at inference."""
-        self.gate_up = mx.concatenate([self.gate_proj.weight, self.up_proj.weight])
-        mx.eval(self.gate_up)
+        self.fused = Fused((mx.concatenate([self.gate_proj.weight, self.up_proj.weight]),))
+        mx.eval(self.fused.arrays)
 
     def __call__(self, x: mx.array) -> mx.array:
-        if self.gate_up is None:
+        if self.fused is None:
             return self.down_proj(nn.silu(self.gate_proj(x)) * self.up_proj(x))
-        g, u = mx.split(x @ self.gate_up.T, 2, axis=-1)
+        g, u = mx.split(x @ self.fused.arrays[0].T, 2, axis=-1)
         return self.down_proj(nn.silu(g) * u)
 
 
@@ -77,7 +86,7 @@ class StackedExperts(nn.Module):
         self.gate_proj = mx.random.uniform(-s_in, s_in, (n_experts, inner, hidden))
         self.up_proj = mx.random.uniform(-s_in, s_in, (n_experts, inner, hidden))
         self.down_proj = mx.random.uniform(-s_out, s_out, (n_experts, hidden, inner))
-        self.fused: Optional[tuple[mx.array, mx.array]] = None  # fuse(): plain attribute
+        self.fused: Optional[Fused] = None  # fuse(): a plain attribute, not a parameter
 
     def _operands(self) -> tuple[mx.array, mx.array]:
         """gate and up stacked into one (E, H, 2I) operand, down as (E, I, H): the
@@ -90,12 +99,12 @@ class StackedExperts(nn.Module):
 
     def fuse(self) -> None:
         """Inference: build the operands once, contiguous, instead of every pass."""
-        self.fused = tuple(mx.contiguous(a) for a in self._operands())
-        mx.eval(self.fused)
+        self.fused = Fused(tuple(mx.contiguous(a) for a in self._operands()))
+        mx.eval(self.fused.arrays)
 
     def __call__(self, x: mx.array, inds: mx.array) -> mx.array:
         # x (..., H), inds (..., k) -> (..., k, H)
-        gate_up, down = self.fused if self.fused is not None else self._operands()
+        gate_up, down = self.fused.arrays if self.fused is not None else self._operands()
         dtype, shape, k = x.dtype, inds.shape, inds.shape[-1]
         x = x.reshape(-1, 1, x.shape[-1]).astype(gate_up.dtype)              # (N, 1, H)
         idx = inds.reshape(-1)                                               # (N*k,)
