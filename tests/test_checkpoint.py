@@ -74,3 +74,15 @@ def test_checkpoint_hash_changes_with_bytes(tmp_path):
     assert checkpoint_sha256(a) == checkpoint_sha256(b)
     c = write_random_checkpoint(tmp_path / "c", seed=2)
     assert checkpoint_sha256(a) != checkpoint_sha256(c)
+
+
+def test_bad_requests_are_refused_with_the_field_named(tiny_checkpoint):
+    eng = Engine.from_pretrained(tiny_checkpoint, compile=False)
+    for kwargs, field in [(dict(prompt_ids=[], max_new_tokens=4), "prompt_ids"),
+                          (dict(prompt_ids=[1], max_new_tokens=0), "max_new_tokens"),
+                          (dict(prompt_ids=[10**6], max_new_tokens=4), "outside the vocabulary"),
+                          (dict(prompt_ids=[1], max_new_tokens=10**6), "max_position_embeddings"),
+                          (dict(prompt_ids=[1], max_new_tokens=4, top_p=0.0), "top_p")]:
+        with pytest.raises(ValueError, match=field):
+            eng.add_request(**kwargs)
+    assert not eng.has_work()

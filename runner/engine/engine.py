@@ -90,6 +90,9 @@ class Engine:
             raise ValueError(f"max_new_tokens: must be >= 1, got {max_new_tokens}")
         if temperature < 0 or not 0 < top_p <= 1:
             raise ValueError(f"temperature must be >= 0 and top_p in (0, 1], got {temperature}, {top_p}")
+        if len(prompt_ids) + max_new_tokens > self.args.max_position_embeddings:
+            raise ValueError(f"prompt_ids + max_new_tokens: {len(prompt_ids)} + {max_new_tokens} exceeds the "
+                             f"model's max_position_embeddings ({self.args.max_position_embeddings})")
         bad = [t for t in prompt_ids if not 0 <= t < self.args.vocab_size]
         if bad:
             raise ValueError(f"prompt_ids: token ids {bad[:5]} outside the vocabulary (0..{self.args.vocab_size - 1})")
