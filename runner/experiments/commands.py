@@ -31,6 +31,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="progress as JSON lines on stderr")
     p.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database (default {DEFAULT_DB})")
     p.add_argument("--check", action="store_true", help="validate the declaration and stop")
+    p.add_argument("--remeasure", action="store_true",
+                   help="run every cell again even when complete runs exist; the new runs are "
+                        "appended and pages use the newest run of each cell and round")
 
 
 def _raise_interrupt(signum, frame):
@@ -62,8 +65,10 @@ def main_run(args: argparse.Namespace) -> int:
     progress = Progress(mode="json" if args.json else None)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a polite kill marks the cell failed
     resume = f"run `runner run {args.experiment}{' --quick' if args.quick else ''}` again to resume"
+    if args.remeasure:  # a resumed re-measurement keeps the cells it already re-ran
+        resume += " (without --remeasure: the cells not yet re-measured keep their older runs)"
     try:
-        summary = run_experiment(exp, args.db, progress)
+        summary = run_experiment(exp, args.db, progress, remeasure=args.remeasure)
     except (StoreError, WorkloadError) as e:
         _err(f"error: {e}")
         return 2

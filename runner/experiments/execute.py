@@ -7,7 +7,9 @@ arm has one engine, warmed up (compilation, first touch) before its first timed 
 Pass and request events are buffered in memory during a cell and written between cells,
 so logging does not perturb the timing. Cells already complete in the database (same
 experiment, declaration sha256, chip and quick flag) are skipped: this is how a run
-resumes. A cell that raises (Ctrl-C included) is marked failed before the error goes on.
+resumes; with `remeasure` every cell runs again and its new run is appended (pages use
+the newest run of a cell). A cell that raises (Ctrl-C included) is marked failed before
+the error goes on.
 This module does not parse declarations, render pages or print anything itself.
 """
 from __future__ import annotations
@@ -122,7 +124,7 @@ def run_cell(engine: Engine, prompts: list[list[list[int]]], concurrency: int,
 
 
 def warm_up(engine: Engine, exp: Experiment) -> None:
-    """Compile and touch memory at width 1 and 2, at the workload's shortest and longest
+    """Compile every decode shape, then touch memory at width 1 and 2, at the workload's shortest and longest
     prompt, with random ids unrelated to the workload (so the warm-up caches no prefix of
     a timed prompt). Its events are dropped and the prefix cache is cleared afterwards."""
     rng = random.Random(exp.seed)
@@ -130,6 +132,9 @@ def warm_up(engine: Engine, exp: Experiment) -> None:
     prompts = [[rng.randrange(vocab) for _ in range(n)] for n in exp.workload.prompt_tokens]
     new_tokens = min(WARMUP_NEW_TOKENS, exp.workload.max_new_tokens)
     engine.sink = None
+    # Trace every decode shape the workload can reach, so no timed pass pays for it.
+    engine.warmup(max(exp.workload.prompt_tokens) + exp.workload.shared_prefix_tokens
+                  + exp.workload.max_new_tokens)
     engine.generate(prompts[:1], max_new_tokens=new_tokens)
     engine.generate(prompts[: min(2, engine.config.max_batch_size)], max_new_tokens=new_tokens)
     engine.clear_prefix_cache()
@@ -143,7 +148,8 @@ class RunSummary:
     failed_cell: Cell | None = None
 
 
-def run_experiment(exp: Experiment, db_path: Path, progress: Progress) -> RunSummary:
+def run_experiment(exp: Experiment, db_path: Path, progress: Progress, *,
+                   remeasure: bool = False) -> RunSummary:
     cells = plan_cells(exp)
     summary = RunSummary(planned=len(cells))
     fingerprint, code = chip.fingerprint(), chip.code_version()
@@ -153,8 +159,8 @@ def run_experiment(exp: Experiment, db_path: Path, progress: Progress) -> RunSum
         if stale:
             progress.note(f"marked {stale} run(s) left 'running' by a killed process as failed")
         chip_id = st.ensure_chip(fingerprint)
-        done = st.complete_cells(experiment=exp.name, declaration_sha256=exp.sha256,
-                                 chip_id=chip_id, quick=exp.quick)
+        done = set() if remeasure else st.complete_cells(
+            experiment=exp.name, declaration_sha256=exp.sha256, chip_id=chip_id, quick=exp.quick)
         todo = [c for c in cells if (c.arm, c.concurrency, c.round) not in done]
         summary.skipped = len(cells) - len(todo)
         if summary.skipped:

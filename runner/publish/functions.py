@@ -153,7 +153,8 @@ class PostData:
     def claim(self, stated: object, measured: object) -> Markup:
         line = caller_line()
         if not isinstance(measured, Measured):
-            self.fail(f"claim({stated!r}, ...) needs a value from metric(), gain() or ratio()", line)
+            self.fail(f"claim({stated!r}, ...) needs a value from metric(), gain(), ratio(), "
+                      "traffic_speed() or traffic_gain()", line)
             return Markup.escape(str(stated))
         self.claim_cells |= self._cells_of.get(id(measured), set())
         verdict = judge(len(self.verdicts) + 1, str(stated), measured,

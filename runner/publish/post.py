@@ -13,7 +13,7 @@ import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 
-from runner.publish import blocks, queries
+from runner.publish import blocks, queries, traffic as traffic_choice
 from runner.publish.claims import Verdict
 from runner.publish.functions import Failure, PostData
 from runner.publish.notes import Move, Note, as_day, declared_notes, remeasurement_note
@@ -62,9 +62,22 @@ def _api(data: PostData) -> dict:
     def claim(stated, measured):
         return data.claim(stated, measured)
 
+    def traffic(profile, label="traffic", base="off"):
+        return traffic_choice.traffic(data, profile, label, base)
+
+    def traffic_speed(profile, arm, chip=None):
+        return traffic_choice.speed(data, profile, arm, chip)
+
+    def traffic_gain(profile, arm, base="off", chip=None):
+        return traffic_choice.gain(data, profile, arm, base, chip)
+
+    def traffic_best(profile, chip=None):
+        return traffic_choice.best_arm(data, profile, chip)
+
     return {"regime_table": regime_table, "chart": chart, "metric": metric, "gain": gain,
             "ratio": ratio, "claim": claim, "drafted_by_width_chart": drafted_by_width_chart,
-            "experiment": data.experiment}
+            "traffic": traffic, "traffic_speed": traffic_speed, "traffic_gain": traffic_gain,
+            "traffic_best": traffic_best, "experiment": data.experiment}
 
 
 def _render_body(body: str, data: PostData) -> str:

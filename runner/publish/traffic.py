@@ -1,0 +1,188 @@
+"""Choosing an arm by traffic: a declared traffic profile (the share of busy time spent
+at each concurrency) turns the per-concurrency decode speeds into an expected per-user
+decode speed for each arm, and names the better arm and its margin, per chip.
+
+expected(arm) = sum over c of share_c x decode_tps(arm, c), where decode_tps is the
+per-sequence decode speed of the regime table (the same SQL, `queries.CELLS_SQL`). The
+round-to-round spread comes from the same sum taken within each round. This module
+validates profiles, computes these values and renders the `traffic.html` block; it
+never reads the database except through `queries.Reader`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from markupsafe import Markup
+
+from runner.publish import queries
+from runner.publish.claims import Measured
+from runner.publish.functions import PostData
+from runner.publish.templating import render_block
+
+METRIC = "decode_tps"
+SHARE_TOLERANCE = 1e-6
+
+
+class ProfileError(ValueError):
+    """A traffic profile that cannot be used; the message says which entry and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    shares: tuple[tuple[int, float], ...]   # (concurrency, share of busy time), ascending
+
+    def describe(self) -> str:
+        return ", ".join(f"{share:.0%} at {c}" for c, share in self.shares)
+
+
+def parse_profile(profile: object, concurrencies: tuple[int, ...]) -> Profile:
+    """{concurrency: share} -> Profile. Shares are fractions of busy time: each in [0, 1],
+    summing to 1; every concurrency must be one the experiment measured."""
+    if not isinstance(profile, dict) or not profile:
+        raise ProfileError(f"a traffic profile is a non-empty mapping {{concurrency: share}}, "
+                           f"got {profile!r}")
+    problems, shares = [], []
+    for key, share in profile.items():
+        conc = int(key) if isinstance(key, int) or (isinstance(key, str) and key.isdigit()) else None
+        if conc is None or isinstance(key, bool):
+            problems.append(f"key {key!r} is not a concurrency (a whole number)")
+            continue
+        if conc not in concurrencies:
+            problems.append(f"concurrency {conc} was not measured (measured: "
+                            f"{', '.join(map(str, concurrencies))})")
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+            problems.append(f"share {share!r} at concurrency {conc} must be a number in [0, 1]")
+            continue
+        shares.append((conc, float(share)))
+    if not problems and abs(sum(s for _, s in shares) - 1) > SHARE_TOLERANCE:
+        problems.append(f"shares must sum to 1, they sum to {sum(s for _, s in shares):.6g}")
+    if problems:
+        raise ProfileError("traffic profile " + "; ".join(problems))
+    return Profile(tuple(sorted(shares)))
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """One arm's expected per-user decode speed on one chip under a profile."""
+    chip_id: str
+    arm: str
+    mean: float | None                 # from the cells' means (what the regime table shows)
+    by_round: dict[int, float]         # the same sum within each complete round
+
+
+def expected_speeds(data: PostData, profile: Profile, chip_id: str) -> list[Expected]:
+    rows = data.reader.round_values(data.experiment, data.quick, METRIC, data.as_of)
+    per_round: dict[tuple[str, int, int], float] = {
+        (a, k, r): v for ch, a, k, r, v in rows if ch == chip_id and v is not None}
+    rounds = sorted({r for _, _, r in per_round})
+    out = []
+    for arm in data.regimes.arms:
+        cells = [data.cells.get((chip_id, arm, c, METRIC)) for c, _ in profile.shares]
+        mean = (sum(s * cell.mean for (_, s), cell in zip(profile.shares, cells))
+                if all(cell is not None and cell.mean is not None for cell in cells) else None)
+        by_round = {r: sum(s * per_round[(arm, c, r)] for c, s in profile.shares)
+                    for r in rounds if all((arm, c, r) in per_round for c, _ in profile.shares)}
+        out.append(Expected(chip_id, arm, mean, by_round))
+    return out
+
+
+def _profile(data: PostData, profile: object) -> Profile | None:
+    try:
+        return parse_profile(profile, data.regimes.concurrencies)
+    except ProfileError as e:
+        data.fail(str(e))
+        return None
+
+
+def _cells(chip_id: str, arms: tuple[str, ...], profile: Profile) -> set:
+    return {(chip_id, a, c) for a in arms for c, _ in profile.shares}
+
+
+def speed(data: PostData, profile: object, arm: str, chip: str | None) -> Measured:
+    """An arm's expected per-user decode speed under the profile, claimable."""
+    prof, chip_id = _profile(data, profile), data._chip(chip)
+    what = (f"expected per-user decode_tps of {arm} under traffic "
+            f"({prof.describe() if prof else profile}) on {data.chip_names.get(chip_id, chip)}")
+    if prof is None or chip_id is None or not data._arm_ok(arm):
+        return data._measured(None, None, None, 0, "value", what, METRIC, set())
+    e = next(x for x in expected_speeds(data, prof, chip_id) if x.arm == arm)
+    vals = list(e.by_round.values())
+    if e.mean is None or not vals:
+        return data._measured(None, None, None, 0, "value", what, METRIC, set())
+    return data._measured(e.mean, min(min(vals), e.mean), max(max(vals), e.mean), len(vals),
+                          "value", what, METRIC, _cells(chip_id, (arm,), prof))
+
+
+def gain(data: PostData, profile: object, arm: str, base: str, chip: str | None) -> Measured:
+    """arm's expected speed over base's, minus 1, under the profile; spread from the
+    per-round ratios (as `gain()` does for one concurrency)."""
+    prof, chip_id = _profile(data, profile), data._chip(chip)
+    what = (f"expected per-user decode_tps of {arm} vs {base} under traffic "
+            f"({prof.describe() if prof else profile}) on {data.chip_names.get(chip_id, chip)}")
+    if prof is None or chip_id is None or not (data._arm_ok(arm) and data._arm_ok(base)):
+        return data._measured(None, None, None, 0, "change", what, METRIC, set())
+    by_arm = {x.arm: x for x in expected_speeds(data, prof, chip_id)}
+    on, off = by_arm[arm], by_arm[base]
+    pairs = [on.by_round[r] / off.by_round[r] - 1
+             for r in sorted(on.by_round.keys() & off.by_round.keys()) if off.by_round[r]]
+    if on.mean is None or not off.mean or not pairs:
+        return data._measured(None, None, None, 0, "change", what, METRIC, set())
+    value = on.mean / off.mean - 1
+    return data._measured(value, min(min(pairs), value), max(max(pairs), value), len(pairs),
+                          "change", what, METRIC, _cells(chip_id, (arm, base), prof))
+
+
+def best_arm(data: PostData, profile: object, chip: str | None) -> str:
+    """The arm with the highest expected per-user decode speed ('' when not measured)."""
+    prof, chip_id = _profile(data, profile), data._chip(chip)
+    if prof is None or chip_id is None:
+        return ""
+    ranked = _ranked(expected_speeds(data, prof, chip_id))
+    return ranked[0].arm if ranked else ""
+
+
+def _ranked(speeds: list[Expected]) -> list[Expected]:
+    """Measured arms, fastest first; ties broken by arm name so pages are stable."""
+    return sorted((e for e in speeds if e.mean is not None), key=lambda e: (-e.mean, e.arm))
+
+
+def _row(e: Expected, base: Expected | None, best: Expected, runner_up: Expected | None) -> dict:
+    vals = list(e.by_round.values())
+    vs_base = (e.mean / base.mean - 1) if base and base.mean and e.mean is not None else None
+    margin = (e.mean / runner_up.mean - 1) if e is best and runner_up and runner_up.mean else None
+    return {"arm": e.arm, "best": e is best,
+            "value": "" if e.mean is None else f"{e.mean:,.1f}",
+            "spread": f"{min(vals):,.1f}\u2013{max(vals):,.1f}" if len(vals) > 1 else "",
+            "vs_base": "" if vs_base is None or e is base else f"{vs_base:+.1%}",
+            "margin": "" if margin is None else f"{margin:+.1%}"}
+
+
+def traffic(data: PostData, profile: object, label: str, base: str) -> Markup:
+    """The block: per chip, each arm's expected per-user decode speed under the profile,
+    its change over `base`, and the better arm with its margin over the runner-up."""
+    prof = _profile(data, profile)
+    if base not in data.regimes.arms:
+        data.fail(f"traffic: base arm {base!r} is not an arm of {data.experiment!r} "
+                  f"(arms: {', '.join(data.regimes.arms)})")
+    if prof is None:
+        return data.token(render_block("block_error.html", message="traffic choice not shown"), "")
+    sql_name = f"traffic-{len(data.sql) + 1}.sql"
+    data.sql[sql_name] = queries.inline_sql(queries.CELLS_SQL, data.params)
+    chips = []
+    for chip_id in data.regimes.chips:
+        speeds = expected_speeds(data, prof, chip_id)
+        ranked = _ranked(speeds)
+        if not ranked:
+            data.fail(f"traffic {label!r}: no arm has decode_tps at every concurrency of the "
+                      f"profile on {data.chip_names.get(chip_id, chip_id)}")
+            continue
+        best, runner_up = ranked[0], (ranked[1] if len(ranked) > 1 else None)
+        base_e = next((e for e in speeds if e.arm == base), None)
+        rows = [_row(e, base_e, best, runner_up) for e in speeds]
+        chips.append({"name": data.chip_names.get(chip_id, chip_id), "best": best.arm,
+                      "runner_up": runner_up.arm if runner_up else "",
+                      "margin": next(r["margin"] for r in rows if r["best"]), "rows": rows})
+    html = render_block("traffic.html", label=label, shares=[
+        {"concurrency": c, "share": f"{s:.0%}"} for c, s in prof.shares], chips=chips,
+        base=base, sql_href=data.href(sql_name))
+    return data.token(html, "")

@@ -1,0 +1,101 @@
+"""The flagship post as published: the committed database and the repository's own
+mkdocs.yml build strictly (into a tmp folder), every claim holds, every chip has its
+batch-1 and ceiling rows for every arm, the traffic choice is shown for both profiles,
+the other post's figures stay in their own unaudited table, and in headless Chromium
+every chart draws with a clean console."""
+import re
+import shutil
+import threading
+from functools import partial
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from conftest_publish import build_site
+from test_publish_browser import CHROMIUM, _Quiet, chromium, console_messages
+from runner.cli import main as cli
+from runner.experiments.declaration import load
+
+REPO = Path(__file__).resolve().parents[1]
+DB = REPO / "reports" / "data" / "runs.duckdb"
+NAME = "spec-decode-batching"
+POST = REPO / "reports" / "blog" / "posts" / f"{NAME}.md"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    result = build_site(REPO / "mkdocs.yml", site=tmp_path_factory.mktemp("flagship") / "site")
+    assert result.ok, result.warnings
+    page = next(p for p in result.site.glob("blog/20*/**/index.html")
+                if 'data-arm="adaptive"' in p.read_text())
+    return result.site, page
+
+
+def test_the_committed_data_is_one_complete_set_of_the_current_declaration():
+    exp = load(REPO / "reports" / "experiments" / f"{NAME}.toml")
+    con = duckdb.connect(str(DB), read_only=True)
+    try:
+        rows = con.execute("SELECT DISTINCT experiment, declaration_sha256, quick, status FROM runs"
+                           ).fetchall()
+        cells = con.execute("SELECT count(DISTINCT (arm, concurrency, round)) FROM runs").fetchone()
+    finally:
+        con.close()
+    assert rows == [(NAME, exp.sha256, False, "complete")]
+    assert cells[0] == len(exp.arms) * len(exp.concurrency) * exp.rounds
+
+
+def test_every_claim_holds_in_the_audit(capsys):
+    assert cli(["audit", "--config-file", str(REPO / "mkdocs.yml")]) == 0
+    out = capsys.readouterr().out
+    verdicts = re.findall(r"^  blog/posts/spec-decode-batching\.md:\d+ .* (ok  |FAIL) ", out, re.M)
+    assert len(verdicts) >= 15 and set(verdicts) == {"ok  "}, out
+    assert out.rstrip().endswith("0 failure(s)")
+
+
+def test_every_chip_has_batch_1_and_ceiling_rows_for_every_arm(site):
+    _, page = site
+    html = page.read_text()
+    rows = re.findall(r'<tr class="bothrows-regime-row([^"]*)" data-chip="([^"]+)" '
+                      r'data-arm="([^"]+)" data-concurrency="(\d+)"', html)
+    chips = {chip for _, chip, _, _ in rows}
+    assert chips
+    for chip in chips:
+        for arm in ("off", "on", "always", "adaptive"):
+            for conc in ("1", "4"):
+                assert ("", chip, arm, conc) in rows, (chip, arm, conc)
+    assert "bothrows-not-measured" not in html and "bothrows-claim-failed" not in html
+
+
+def test_traffic_choices_and_the_unaudited_reference_are_shown(site):
+    _, page = site
+    html = page.read_text()
+    assert html.count('class="bothrows-traffic"') == 2
+    assert len(re.findall(r"for this traffic choose <strong>(off|on|always|adaptive)</strong>",
+                          html)) == 2
+    ref = html[html.index('id="reference-not-audited"'):]
+    ref = ref[:ref.index("</table>")]
+    assert "not audited" in ref and "177B" in ref and "bothrows-claim" not in ref
+    assert "bothrows-regime-row" not in ref
+
+
+def test_the_post_renders_with_working_charts_in_chromium(site, tmp_path):
+    site_dir, page = site
+    if not shutil.which(CHROMIUM):
+        pytest.fail("chromium is not installed: run `make browser` (apt-get install -y chromium)")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(site_dir)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/{page.parent.relative_to(site_dir).as_posix()}/"
+        run = chromium(tmp_path, "--dump-dom", url)
+    finally:
+        server.shutdown()
+    dom = run.stdout
+    chart_ids = re.findall(r'<div class="bothrows-chart" id="([^"]+)"', page.read_text())
+    assert len(chart_ids) >= 3
+    for chart_id in chart_ids:
+        start = dom.index(f'id="{chart_id}"')
+        assert "main-svg" in dom[start: dom.index("</figure>", start)], f"chart {chart_id} is blank"
+    assert dom.count('class="bothrows-regime-row') == page.read_text().count('class="bothrows-regime-row')
+    assert console_messages(run.stderr) == []
