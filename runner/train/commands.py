@@ -1,0 +1,171 @@
+"""`runner train-tiny`: re-create `runner/models/tiny` from the pinned stdlib corpus.
+
+Reads the corpus (checked against the manifest), trains the tokenizer, writes the
+held-out prompts, trains the model with periodic checkpoints, then evaluates and writes
+the model card. Takes about an hour on a 2-core machine; never run in CI.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+from . import blas
+
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "models" / "tiny"
+VOCAB_SIZE = 4096
+
+
+def add_train_tiny_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="checkpoint directory (default: runner/models/tiny)")
+    p.add_argument("--steps", type=int, default=None, help="training steps (default: the shipped recipe's)")
+    p.add_argument("--batch", type=int, default=None, help="sequences per step")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--manifest", type=Path, default=None, help="corpus manifest (default: runner/train/corpus_manifest.json)")
+    p.add_argument("--rebuild-manifest", action="store_true", help="pin this interpreter's stdlib files instead of checking them")
+    p.add_argument("--no-openblas", action="store_true", help="do not re-run under LD_PRELOAD=OpenBLAS")
+    p.add_argument("--distill-steps", type=int, default=0,
+                   help="after training, self-distil the MTP layer for N steps (train only the MTP)")
+    p.add_argument("--distill-only", action="store_true",
+                   help="skip training: self-distil the MTP layer of --out, then evaluate")
+    p.add_argument("--evaluate-only", action="store_true", help="only evaluate --out and rewrite its model card")
+    p.add_argument("--eval-prompts", type=int, default=None, help="evaluate MTP acceptance on the first N prompts only")
+
+
+def _argv_from(verb: str) -> list[str]:
+    return sys.argv[sys.argv.index(verb):] if verb in sys.argv else [verb]
+
+
+def main_train_tiny(args: argparse.Namespace) -> int:
+    for flag in ("steps", "batch", "eval_prompts"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            print(f"train-tiny: --{flag.replace('_', '-')} must be >= 1, got {value}", file=sys.stderr)
+            return 2
+    if args.distill_steps < 0 or (args.distill_only and not args.distill_steps):
+        print("train-tiny: --distill-only needs --distill-steps N with N >= 1", file=sys.stderr)
+        return 2
+    if not args.no_openblas:
+        blas.reexec_with_openblas(_argv_from("train-tiny"))
+    from ..engine.checkpoint import CheckpointError
+    from .corpus import CorpusError
+    try:
+        if not (args.evaluate_only or args.distill_only):
+            prepare_and_train(args)
+        if args.distill_steps and not args.evaluate_only:
+            distill(args)
+        finish(args.out, args.eval_prompts)
+    except (CorpusError, CheckpointError, RuntimeError) as e:
+        print(f"train-tiny: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def prepare_and_train(args: argparse.Namespace) -> None:
+    import mlx.core as mx
+
+    from . import corpus, data, loop
+    from .random_init import write_tokenizer
+    from ..engine.checkpoint import load_tokenizer
+
+    started = time.time()
+    manifest = args.manifest or corpus.MANIFEST
+    root = corpus.stdlib_root()
+    if args.rebuild_manifest:
+        corpus.write_manifest(corpus.list_sources(root), root, manifest)
+        print(f"train-tiny: wrote {manifest}", flush=True)
+    files = corpus.verify(root, manifest)
+    train_files, heldout_files = corpus.split(files)
+    train_texts = [corpus.read_text(root, f) for f in train_files]
+    heldout_texts = [(f.path, corpus.read_text(root, f)) for f in heldout_files]
+
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    vocab = write_tokenizer(out, train_texts, VOCAB_SIZE)
+    tok = load_tokenizer(out)
+    eos = tok.token_to_id(data.EOS_TOKEN)
+    stream = data.encode_stream(tok, train_texts, eos)
+    prompts = data.heldout_prompts(heldout_texts)
+    data.write_prompts(prompts, out / "heldout.jsonl")
+
+    cfg = loop.TrainConfig(seed=args.seed)
+    if args.steps:
+        cfg.steps = args.steps
+    if args.batch:
+        cfg.batch = args.batch
+    config = loop.model_config(vocab, eos)
+    model = loop.init_model(config, cfg.seed)
+    sampler = data.BatchSampler(stream, cfg.batch, cfg.context, cfg.seed)
+    recipe = {
+        "command": "runner train-tiny " + " ".join(_argv_from("train-tiny")[1:]),
+        "python": sys.version.split()[0], "mlx": mx.__version__,
+        "machine": f"{platform.machine()} {_cpu_name()}, {_cores()} cores", "blas": blas.describe(),
+        "stdlib_root": str(root), "manifest": str(manifest.name),
+        "train_files": len(train_files), "heldout_files": len(heldout_files),
+        "train_bytes": sum(f.size for f in train_files), "heldout_bytes": sum(f.size for f in heldout_files),
+        "train_tokens": int(len(stream)), "heldout_prompts": len(prompts), "vocab_size": vocab,
+    }
+    (out / "recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
+    print(f"train-tiny: {recipe['train_files']} train files, {recipe['train_tokens']} tokens, "
+          f"{len(prompts)} held-out prompts; {recipe['blas']}", flush=True)
+    loop.train(model, config, sampler.next, cfg, out=out, log=lambda m: print(m, flush=True))
+    recipe["train_wall_s"] = round(time.time() - started, 1)
+    (out / "recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
+
+
+def distill(args: argparse.Namespace) -> None:
+    """Self-distil the MTP layer of the checkpoint in --out and save it in place."""
+    from . import corpus, data, loop
+    from .distill import distill_mtp
+    from ..engine.checkpoint import load_model, load_tokenizer, read_args, save_checkpoint
+
+    started = time.time()
+    out: Path = args.out
+    root = corpus.stdlib_root()
+    train_files, _ = corpus.split(corpus.verify(root, args.manifest or corpus.MANIFEST))
+    tok = load_tokenizer(out)
+    stream = data.encode_stream(tok, [corpus.read_text(root, f) for f in train_files],
+                                tok.token_to_id(data.EOS_TOKEN))
+    model = load_model(out, read_args(out), with_mtp=True, with_indexer=True)
+    cfg = loop.TrainConfig()
+    loop.seed_everything(args.seed + 1)
+    # Windows of context + 2 tokens; the distillation uses the first context + 1.
+    sampler = data.BatchSampler(stream, args.batch or cfg.batch, cfg.context, args.seed + 1)
+    losses = distill_mtp(model, lambda: sampler.next()[:, :-1], args.distill_steps,
+                         log=lambda m: print(m, flush=True))
+    config = json.loads((out / "config.json").read_text())
+    save_checkpoint(model, config, out)
+    recipe = json.loads((out / "recipe.json").read_text())
+    recipe["distill"] = {"steps": args.distill_steps, "batch": args.batch or cfg.batch, "seed": args.seed + 1,
+                         "first_kl": losses[0], "last_kl": losses[-1],
+                         "wall_s": round(time.time() - started, 1),
+                         "command": "runner train-tiny " + " ".join(_argv_from("train-tiny")[1:])}
+    (out / "recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
+
+
+def finish(out: Path, eval_prompts: int | None) -> None:
+    """Evaluate the checkpoint in `out` and write its model card."""
+    from .card import write_card
+    from .evaluate import evaluate
+    results = evaluate(out, limit=eval_prompts, log=lambda m: print(m, flush=True))
+    (out / "eval.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_card(out)
+    print(f"train-tiny: wrote {out / 'README.md'}", flush=True)
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _cores() -> int:
+    import os
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
