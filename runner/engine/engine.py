@@ -43,6 +43,7 @@ class Engine:
         self.drafter = MTPDrafter(self.forward, self.pool, config.mtp_sync) if config.mtp else None
         self._next_id = 0
         self._pass_index = 0
+        self._last_want = True       # the draft decision of the previous pass
         self._sha256: Optional[str] = None
 
     # ---- construction -------------------------------------------------------------
@@ -145,12 +146,17 @@ class Engine:
         width = len(self.scheduler.running)
         plan = self.scheduler.plan(use_drafts=self.drafter is not None and self.policy.permits(width))
         starts = [s.computed for s in plan.rows]
-        logits, hidden, first, greedy = self._target_pass(plan, starts)
-        emitted, accepted = self._commit(plan, starts, logits, greedy)
+        fused = self.drafter is not None and self.drafter.can_fuse(plan.rows, self._last_want)
+        logits, hidden, first, greedy, drafts = self._target_pass(plan, starts, fused)
+        emitted, oks = self._commit(plan, starts, logits, greedy)
+        accepted = sum(oks)
         if self.drafter is not None:
             live = sum(not s.finished for s in plan.rows) + len(self.scheduler.waiting)
-            want = self.policy.decide(min(live, self.config.max_batch_size))
-            self.drafter.run(plan.rows, starts, hidden, first, want)
+            want = self._last_want = self.policy.decide(min(live, self.config.max_batch_size))
+            if fused:
+                self.drafter.adopt(plan.rows, drafts, oks, want)
+            else:
+                self.drafter.run(plan.rows, starts, hidden, first, want)
         row_bytes = [self._row_bytes(s) for s in plan.rows]
         finished = self._retire(plan)
         self.prefix.evict_to_budget()
@@ -165,7 +171,7 @@ class Engine:
             self._emit(ev)
         return finished
 
-    def _target_pass(self, plan: PassPlan, starts: list[int]):
+    def _target_pass(self, plan: PassPlan, starts: list[int], fused: bool):
         lens = [len(f) for f in plan.feeds]
         lay = build_layout(starts, lens, [s.blocks for s in plan.rows], self.pool.block_size,
                            t_cap=max(self.config.prefill_chunk, 2))
@@ -175,13 +181,20 @@ class Engine:
         for b, (feed, f) in enumerate(zip(plan.feeds, lay.first)):
             tokens[f:f + len(feed)] = feed
             out_index[b] = [f, f + 1][:K] if plan.drafted[b] else f + len(feed) - 1
+        if fused:
+            extra = self.drafter.fused_inputs(plan.rows, plan.feeds, plan.drafted, starts, lay.first, K, lay.n_tokens)
+            logits, hidden, greedy, drafts = self.forward.main_and_draft(
+                mx.array(tokens), lay.ctx, mx.array(out_index), *map(mx.array, extra))
+            mx.eval(greedy, hidden, drafts)
+            return logits, hidden, lay.first, greedy.tolist(), drafts.tolist()
         logits, hidden = self.forward.main(mx.array(tokens), lay.ctx, mx.array(out_index))
         greedy = mx.argmax(logits, axis=-1)
         mx.eval(greedy, hidden)
-        return logits, hidden, lay.first, greedy.tolist()
+        return logits, hidden, lay.first, greedy.tolist(), None
 
     def _commit(self, plan: PassPlan, starts: list[int], logits: mx.array, greedy: list[list[int]]):
-        emitted = accepted = 0
+        """Commit each row's tokens; returns (tokens emitted, per-row draft accepted)."""
+        emitted, oks = 0, [False] * len(plan.rows)
         now = time.perf_counter_ns()
         sampled = [b for b, s in enumerate(plan.rows) if s.temperature > 0]
         host_logits = dict(zip(sampled, np.array(logits[mx.array(sampled)]))) if sampled else {}
@@ -191,10 +204,10 @@ class Engine:
                 seq.computed = end          # a prefill chunk that does not reach the prompt's end
                 continue
             new, ok = choose(seq, greedy[b], host_logits.get(b), plan.drafted[b])
-            accepted += ok
+            oks[b] = ok
             emitted += commit(seq, new, self.eos, now)
             seq.computed = starts[b] + (2 if ok else 1) if plan.drafted[b] else end
-        return emitted, accepted
+        return emitted, oks
 
     def _retire(self, plan: PassPlan) -> list[RequestEvent]:
         done, now = [], time.perf_counter_ns()

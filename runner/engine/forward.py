@@ -63,6 +63,31 @@ class Forward:
         out = self.model.mtp(hidden, self.model.embed_tokens(next_tokens), ctx, kv)  # (N, H)
         return (self.model.head(out[last_index]).astype(mx.float32), *_pack([kv]))  # (R, V)
 
+    def _main_draft(self, spec, tokens, out_index, next_known, next_from, cand_index, *arrays):
+        """Target pass and eager MTP in one graph (greedy rows): the MTP's next tokens are
+        the ones the host knows (prompt) or the target's own argmax, so no round trip."""
+        ctx, pool_arrays = PassContext.unflatten(spec, arrays)
+        kv = _unpack(pool_arrays, self.pool.layers)                          # main layers + MTP layer
+        h = self.model.hidden_states(tokens, ctx, kv[:-1], self.index_topk)  # (N, H)
+        logits = self.model.head(h[out_index]).astype(mx.float32)            # (B, K, V)
+        greedy = mx.argmax(logits, axis=-1)                                  # (B, K)
+        nxt = mx.where(next_from >= 0, greedy.reshape(-1)[mx.maximum(next_from, 0)], next_known)
+        out = self.model.mtp(h, self.model.embed_tokens(nxt), ctx, kv[-1])  # (N, H)
+        drafts = mx.argmax(self.model.head(out[cand_index]), axis=-1)        # (B, 2): if rejected, if accepted
+        return (logits, h, greedy, drafts, *_pack(kv))
+
+    def main_and_draft(self, tokens: mx.array, ctx: PassContext, out_index: mx.array, next_known: mx.array,
+                       next_from: mx.array, cand_index: mx.array):
+        """-> (logits (B, K, V), hidden (N, H), greedy (B, K), drafts (B, 2)).
+        next_known (N,): the token after each packed position where the host knows it;
+        next_from (N,): else the index into greedy.flatten() that holds it (-1: known)."""
+        layers = self.pool.layers
+        spec, ctx_arrays = ctx.flatten()
+        logits, hidden, greedy, drafts, *arrays = self._fn("_main_draft", spec, tokens.shape[0])(
+            tokens, out_index, next_known, next_from, cand_index, *ctx_arrays, *_pack(layers))
+        self._store(layers, arrays)
+        return logits, hidden, greedy, drafts
+
     def main(self, tokens: mx.array, ctx: PassContext, out_index: mx.array) -> tuple[mx.array, mx.array]:
         """tokens (N,) packed; out_index (B, K) packed positions whose logits are wanted."""
         layers = self.pool.layers[:self.n_main]
@@ -92,12 +117,13 @@ class Forward:
                     lens = [2] * n_two + [1] * (B - n_two)
                     lay = build_layout([n_blocks * bs - 2] * B, lens, [blocks] * B, bs)
                     K = 2 if n_two else 1
-                    logits, hidden = self.main(mx.zeros((lay.n_tokens,), mx.int32), lay.ctx,
-                                               mx.zeros((B, K), mx.int32))
+                    zeros = mx.zeros((lay.n_tokens,), mx.int32)
+                    logits, hidden = self.main(zeros, lay.ctx, mx.zeros((B, K), mx.int32))
                     outs = [logits, hidden]
                     if with_mtp:
-                        outs.append(self.mtp(hidden, mx.zeros((lay.n_tokens,), mx.int32), lay.ctx,
-                                             mx.zeros((B,), mx.int32)))
+                        outs.append(self.mtp(hidden, zeros, lay.ctx, mx.zeros((B,), mx.int32)))
+                        outs.extend(self.main_and_draft(zeros, lay.ctx, mx.zeros((B, K), mx.int32), zeros,
+                                                        zeros - 1, mx.zeros((B, 2), mx.int32)))
                     mx.eval(outs)
                     traced += 1
             n_blocks *= 2

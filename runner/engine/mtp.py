@@ -64,6 +64,41 @@ class MTPDrafter:
                 s.draft_probs = probs(np.array(logits[r]), s.temperature, s.top_p)
                 s.draft = sample(s.draft_probs, s.rng)
 
+    def can_fuse(self, rows: list[Sequence], last_want: bool) -> bool:
+        """Whether this pass's MTP work can run inside the target pass: greedy rows whose
+        MTP is in step, and a pass that will run the MTP (eager, or lazy while drafting)."""
+        return ((self.eager or last_want) and all(s.temperature == 0.0 for s in rows)
+                and all(s.pending_hidden is None and s.mtp_computed == s.computed for s in rows))
+
+    @staticmethod
+    def fused_inputs(rows: list[Sequence], feeds: list[list[int]], drafted: list[bool], starts: list[int],
+                     first: list[int], K: int, n_tokens: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(next_known, next_from, candidates) for Forward.main_and_draft. The pair at
+        position i needs token i+1: from the prompt when known, else the target's argmax
+        at this pass (first output token, committed token, bonus). candidates[b]: the
+        packed positions whose MTP output drafts if the row's draft is rejected / accepted."""
+        known, src = np.zeros(n_tokens, np.int32), np.full(n_tokens, -1, np.int32)
+        cand = np.zeros((len(rows), 2), np.int32)
+        for b, (seq, feed, f, s) in enumerate(zip(rows, feeds, first, starts)):
+            n = len(feed)
+            nxt = seq.tokens[s + 1:s + 1 + n]
+            known[f:f + len(nxt)] = nxt
+            if len(nxt) < n:                       # the last pair(s) wait on this pass's argmax
+                src[f + len(nxt)] = b * K
+                if drafted[b]:
+                    src[f + 1] = b * K + 1
+            cand[b] = [f, f + 1] if drafted[b] else [f + n - 1] * 2
+        return known, src, cand
+
+    def adopt(self, rows: list[Sequence], drafts: list[list[int]], accepted: list[bool], want_drafts: bool) -> None:
+        """Book the MTP work a fused pass did: every live row's MTP is in step again."""
+        for seq, cand, ok in zip(rows, drafts, accepted):
+            if seq.finished:
+                continue
+            seq.mtp_computed = seq.computed
+            seq.draft = cand[1 if ok else 0] if want_drafts and not seq.prefilling else None
+            seq.draft_probs = None
+
     @staticmethod
     def _catch_up_inputs(seqs, firsts, starts, alive, hidden, n_tokens):
         parts = []
