@@ -12,7 +12,8 @@ ARMS = {
     "off": dict(mtp=False),
     "always": dict(mtp=True, draft_policy="always"),
     "solo": dict(mtp=True, draft_policy="solo"),
-    "adaptive": dict(mtp=True, draft_policy="adaptive"),
+    # lazy: when the cost model says not to draft, the MTP layer is not run either
+    "adaptive": dict(mtp=True, draft_policy="adaptive", mtp_sync="lazy"),
     "lazy-solo": dict(mtp=True, draft_policy="solo", mtp_sync="lazy"),
 }
 

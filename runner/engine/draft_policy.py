@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 EMA = 0.2            # weight of the newest observation
-REFRESH_EVERY = 32   # re-measure the branch not taken once in this many decisions
+REFRESH_EVERY = 64   # re-measure the branch not taken once in this many decisions
 
 
 class DraftPolicy:

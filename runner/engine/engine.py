@@ -134,7 +134,7 @@ class Engine:
         return sum(self._row_bytes(s) for s in self.scheduler.running)
 
     def _row_bytes(self, seq: Sequence) -> int:
-        pending = 0 if seq.pending_hidden is None else seq.pending_hidden.nbytes
+        pending = sum(h.nbytes for h in seq.pending_hidden or ())
         return len(seq.blocks) * self.pool.block_bytes + pending
 
     # ---- one pass -----------------------------------------------------------------
@@ -150,9 +150,11 @@ class Engine:
         logits, hidden, first, greedy, drafts = self._target_pass(plan, starts, fused)
         emitted, oks = self._commit(plan, starts, logits, greedy)
         accepted = sum(oks)
+        mtp_ran = False
         if self.drafter is not None:
             live = sum(not s.finished for s in plan.rows) + len(self.scheduler.waiting)
             want = self._last_want = self.policy.decide(min(live, self.config.max_batch_size))
+            mtp_ran = fused or self.drafter.eager or want
             if fused:
                 self.drafter.adopt(plan.rows, drafts, oks, want)
             else:
@@ -162,7 +164,10 @@ class Engine:
         self.prefix.evict_to_budget()
         duration = time.perf_counter_ns() - t0
         n_drafted = sum(plan.drafted)
-        if plan.kind == "decode":
+        # The cost model learns from pure cases only: a drafting pass that ran the MTP, or
+        # a plain pass that did not (lazy); under eager sync the MTP cost is sunk anyway.
+        pure = self.drafter is None or self.drafter.eager or mtp_ran == (n_drafted > 0)
+        if plan.kind == "decode" and pure:
             self.policy.observe(width, n_drafted > 0, duration, n_drafted, accepted)
         self._emit(PassEvent(self._pass_index, t0, duration, plan.kind, width, plan.prefill_tokens,
                              plan.decode_tokens, n_drafted, accepted, emitted, sum(row_bytes), max(row_bytes)))

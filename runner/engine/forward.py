@@ -40,11 +40,11 @@ class Forward:
         self._wrap = mx.compile if compile else (lambda f: f)
         self._compiled: dict[tuple, object] = {}
 
-    def _fn(self, name: str, spec: tuple, n_tokens: int):
+    def _fn(self, name: str, spec: tuple, n_tokens: int, eager: bool = False):
         """The function for this pass structure (row groups and padding change the graph,
         so each gets its own). Long passes run eagerly: measured here, compiling a
         512-token prefill made it slower, while decode passes gain about a third."""
-        if n_tokens > COMPILE_MAX_TOKENS:
+        if eager or n_tokens > COMPILE_MAX_TOKENS:
             return partial(getattr(self, name), spec)
         key = (name, spec)
         if key not in self._compiled:
@@ -96,11 +96,13 @@ class Forward:
         self._store(layers, arrays)
         return logits, hidden
 
-    def mtp(self, hidden: mx.array, next_tokens: mx.array, ctx: PassContext, last_index: mx.array) -> mx.array:
-        """hidden (N, H) and next tokens (N,) packed pairs -> draft logits (R, V) at last_index."""
+    def mtp(self, hidden: mx.array, next_tokens: mx.array, ctx: PassContext, last_index: mx.array,
+            eager: bool = False) -> mx.array:
+        """hidden (N, H) and next tokens (N,) packed pairs -> draft logits (R, V) at last_index.
+        eager: skip compilation (a lazy catch-up has a one-off shape; tracing it costs more)."""
         layer = self.pool.layers[self.n_main]
         spec, ctx_arrays = ctx.flatten()
-        logits, *arrays = self._fn("_mtp", spec, hidden.shape[0])(hidden, next_tokens, last_index, *ctx_arrays, *_pack([layer]))
+        logits, *arrays = self._fn("_mtp", spec, hidden.shape[0], eager)(hidden, next_tokens, last_index, *ctx_arrays, *_pack([layer]))
         self._store([layer], arrays)
         return logits
 

@@ -31,10 +31,10 @@ class MTPDrafter:
             return
         if not (self.eager or want_drafts):
             for b in alive:
-                seq, fresh = rows[b], hidden[first[b]:first[b] + rows[b].computed - starts[b]]
-                seq.pending_hidden = fresh if seq.pending_hidden is None else mx.concatenate([seq.pending_hidden, fresh])
+                seq = rows[b]
+                # Kept as slices, joined only at catch-up (no per-pass copy of the backlog).
+                seq.pending_hidden = (seq.pending_hidden or []) + [hidden[first[b]:first[b] + seq.computed - starts[b]]]
                 seq.draft = None
-            mx.eval([rows[b].pending_hidden for b in alive])
             return
         seqs = [rows[b] for b in alive]
         lens = [s.computed - s.mtp_computed for s in seqs]   # backlog (lazy) + this pass's pairs
@@ -103,8 +103,7 @@ class MTPDrafter:
     def _catch_up_inputs(seqs, firsts, starts, alive, hidden, n_tokens):
         parts = []
         for s, f, b in zip(seqs, firsts, alive):
-            if s.pending_hidden is not None:
-                parts.append(s.pending_hidden)
+            parts.extend(s.pending_hidden or [])
             parts.append(hidden[f:f + s.computed - starts[b]])
         flat = mx.concatenate(parts)
         return mx.pad(flat, [(0, n_tokens - flat.shape[0]), (0, 0)])

@@ -27,7 +27,7 @@ class Sequence:
     blocks: list[int] = field(default_factory=list)
     draft: Optional[int] = None  # proposal for tokens[len(tokens)], verified next pass
     draft_probs: Optional[np.ndarray] = None  # the draft distribution q (sampling only)
-    pending_hidden: object = None  # (n, H) hidden states of pairs the lazy MTP has not consumed
+    pending_hidden: Optional[list] = None  # (n_i, H) hidden-state slices the lazy MTP has not consumed
     cached_tokens: int = 0       # prompt tokens served by the prefix cache
     prefix_offered: bool = False # its prompt blocks were offered to the prefix cache
     first_token_ns: int = 0
