@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 EXPERIMENT ?= spec-decode-batching
 MEASURE ?= 0
 
-.PHONY: setup browser test report clean
+.PHONY: setup browser openblas test report clean
 
 setup: $(STAMP)
 
@@ -23,10 +23,18 @@ browser:
 	  echo "installing Debian's chromium for the browser test"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null); }
 
+# Debian's OpenBLAS: measurements re-run themselves under it (runner/blas.py); MLX's
+# Linux wheel otherwise uses a reference BLAS. Installed only when missing.
+openblas:
+	@test -e /usr/lib/$$(uname -m)-linux-gnu/libopenblas.so.0 || { \
+	  echo "installing Debian's OpenBLAS for measurements"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenblas0-pthread >/dev/null) \
+	  || echo "OpenBLAS not installed: measurements use MLX's reference BLAS (recorded per run)"; }
+
 test: setup browser
 	$(PY) -m pytest
 
-report: setup
+report: setup openblas
 	$(PY) -m runner.report --experiment $(EXPERIMENT) --measure $(MEASURE)
 
 clean:

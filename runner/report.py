@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -127,8 +128,10 @@ def _day(ts: datetime) -> str:
 
 
 def _measure(declaration: Path, db: Path, remeasure: bool) -> int:
-    from runner.cli import main as cli
-    return cli(["run", str(declaration), "--db", str(db)] + (["--remeasure"] if remeasure else []))
+    # A child process: `runner run` may re-run itself under OpenBLAS (runner/blas.py),
+    # which replaces the process, and the report still has a site to build afterwards.
+    cmd = [sys.executable, "-m", "runner.cli", "run", str(declaration), "--db", str(db)]
+    return subprocess.run(cmd + (["--remeasure"] if remeasure else [])).returncode
 
 
 def report(experiment: str, measure: bool, config_file: Path, site_dir: Path | None) -> int:

@@ -2,11 +2,18 @@
 per session, and a cache of engines keyed by knobs so property tests reuse them."""
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import HealthCheck, settings
 
+from runner.blas import OPT_OUT
 from runner.engine import Engine
 from runner.train.random_init import write_random_checkpoint
+
+# Tests measure nothing: keep every process (and child `runner run`) on the same BLAS,
+# so a chip's fingerprint does not change between a test's processes.
+os.environ[OPT_OUT] = "1"
 
 settings.register_profile("default", deadline=None, max_examples=25,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

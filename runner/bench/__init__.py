@@ -14,13 +14,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="tiny", help="checkpoint dir or shipped name (default: tiny)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default: 5)")
     p.add_argument("--tokens", type=int, default=128, help="new tokens per sequence (default: 128)")
+    p.add_argument("--no-openblas", action="store_true",
+                   help="keep MLX's bundled reference BLAS (default: re-run under Debian's OpenBLAS when installed)")
     p.add_argument("--mtp", action="store_true", help="run the MTP A/B instead of the mlx-lm comparison")
     p.add_argument("--arms", default="off,always,solo,adaptive",
                    help="with --mtp: comma-separated arms among off, always, solo, adaptive, lazy-solo")
 
 
 def main(args: argparse.Namespace) -> int:
+    from .. import blas
     from ..engine.checkpoint import CheckpointError
+    if not args.no_openblas:
+        blas.reexec_with_openblas(blas.argv_from("bench"))
     try:
         if args.mtp:
             from .mtp_ab import run

@@ -11,7 +11,6 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Optional
 
 import mlx.core as mx
 from mlx.utils import tree_flatten, tree_unflatten

@@ -31,6 +31,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="progress as JSON lines on stderr")
     p.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database (default {DEFAULT_DB})")
     p.add_argument("--check", action="store_true", help="validate the declaration and stop")
+    p.add_argument("--no-openblas", action="store_true",
+                   help="keep MLX's bundled reference BLAS (default: re-run under Debian's OpenBLAS "
+                        "when installed; the chip fingerprint records which)")
     p.add_argument("--remeasure", action="store_true",
                    help="run every cell again even when complete runs exist; the new runs are "
                         "appended and pages use the newest run of each cell and round")
@@ -57,6 +60,9 @@ def main_run(args: argparse.Namespace) -> int:
         print(f"{path}: valid ({len(exp.arms)} arms, concurrency {list(exp.concurrency)}, "
               f"{exp.rounds} rounds)")
         return 0
+    if not args.no_openblas:
+        from runner import blas
+        blas.reexec_with_openblas(blas.argv_from("run"))
     if args.quick:
         exp = exp.shrunk()
     from .execute import run_experiment

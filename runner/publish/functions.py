@@ -19,7 +19,7 @@ from runner.publish import queries
 from runner.publish.claims import Measured, Verdict, claim_link, judge
 from runner.publish.metrics import METRICS, unknown_metric_message
 from runner.publish.regimes import Regimes, check_regimes
-from runner.publish.templating import render_block, template_line
+from runner.publish.templating import template_line
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ from mkdocs.config.base import Config
 from mkdocs.plugins import BasePlugin, get_plugin_logger
 from mkdocs.structure.files import File, Files
 
-from runner.publish.functions import Failure
 from runner.publish.post import RenderedPost, render_post
 from runner.publish.provenance import write_downloads
 from runner.publish.templating import OVERRIDES_DIR

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import blas
+from .. import blas
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "models" / "tiny"
 VOCAB_SIZE = 4096
@@ -35,10 +35,6 @@ def add_train_tiny_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-prompts", type=int, default=None, help="evaluate MTP acceptance on the first N prompts only")
 
 
-def _argv_from(verb: str) -> list[str]:
-    return sys.argv[sys.argv.index(verb):] if verb in sys.argv else [verb]
-
-
 def main_train_tiny(args: argparse.Namespace) -> int:
     for flag in ("steps", "batch", "eval_prompts"):
         value = getattr(args, flag)
@@ -49,7 +45,7 @@ def main_train_tiny(args: argparse.Namespace) -> int:
         print("train-tiny: --distill-only needs --distill-steps N with N >= 1", file=sys.stderr)
         return 2
     if not args.no_openblas:
-        blas.reexec_with_openblas(_argv_from("train-tiny"))
+        blas.reexec_with_openblas(blas.argv_from("train-tiny"))
     from ..engine.checkpoint import CheckpointError
     from .corpus import CorpusError
     try:
@@ -100,7 +96,7 @@ def prepare_and_train(args: argparse.Namespace) -> None:
     model = loop.init_model(config, cfg.seed)
     sampler = data.BatchSampler(stream, cfg.batch, cfg.context, cfg.seed)
     recipe = {
-        "command": "runner train-tiny " + " ".join(_argv_from("train-tiny")[1:]),
+        "command": "runner train-tiny " + " ".join(blas.argv_from("train-tiny")[1:]),
         "python": sys.version.split()[0], "mlx": mx.__version__,
         "machine": f"{platform.machine()} {_cpu_name()}, {_cores()} cores", "blas": blas.describe(),
         "stdlib_root": str(root), "manifest": str(manifest.name),
@@ -142,7 +138,7 @@ def distill(args: argparse.Namespace) -> None:
     recipe["distill"] = {"steps": args.distill_steps, "batch": args.batch or cfg.batch, "seed": args.seed + 1,
                          "first_kl": losses[0], "last_kl": losses[-1],
                          "wall_s": round(time.time() - started, 1),
-                         "command": "runner train-tiny " + " ".join(_argv_from("train-tiny")[1:])}
+                         "command": "runner train-tiny " + " ".join(blas.argv_from("train-tiny")[1:])}
     (out / "recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
 
 

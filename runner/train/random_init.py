@@ -10,7 +10,6 @@ import random
 from pathlib import Path
 
 import mlx.core as mx
-import mlx.nn as nn
 
 from ..engine.checkpoint import save_checkpoint
 from ..engine.config import ModelArgs
