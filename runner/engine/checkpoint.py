@@ -159,10 +159,16 @@ def save_checkpoint(model: Model, config: dict, directory: Path) -> None:
         mx.save_safetensors(str(directory / INDEXER_FILE), index, metadata={"format": "mlx"})
 
 
+HASHED = ("config.json", "tokenizer.json", "tokenizer_config.json", "heldout.jsonl")
+
+
 def checkpoint_sha256(directory: Path) -> str:
-    """sha256 over the directory's files (names and bytes, sorted), README excluded."""
+    """sha256 over what a run depends on (names and bytes, sorted): config, weights,
+    tokenizer and held-out prompts. Model cards and training logs are not hashed, so
+    re-evaluating or re-documenting a checkpoint does not make it a different model."""
     h = hashlib.sha256()
-    for f in sorted(p for p in directory.iterdir() if p.is_file() and p.name != "README.md"):
+    files = [p for p in directory.iterdir() if p.is_file() and (p.name in HASHED or p.suffix == ".safetensors")]
+    for f in sorted(files):
         h.update(f.name.encode() + b"\0")
         with f.open("rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
