@@ -239,7 +239,7 @@ def test_mtp_self_distillation_moves_only_the_mtp_and_lowers_its_kl():
 
 @pytest.mark.parametrize("argv, message", [
     (["--steps", "0"], "--steps must be >= 1"),
-    (["--distill-only"], "--distill-only needs --distill-steps"),
+    (["--distill-only", "--distill-steps", "0"], "--distill-only needs --distill-steps"),
     (["--evaluate-only", "--out", "{tmp}/absent"], "absent: checkpoint directory not found"),
 ])
 def test_cli_bad_arguments_exit_2_with_one_line(tmp_path, capsys, argv, message):

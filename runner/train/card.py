@@ -89,7 +89,10 @@ def render(directory: Path, manifest: Path = corpus.MANIFEST) -> str:
         "",
         "## Training",
         "",
-        f"- Command: `{recipe.get('command')}`",
+        f"- Command: `{recipe.get('command', '').strip()}`",
+        "- Re-create in one run: `runner train-tiny` (training, then MTP self-distillation from the "
+        "saved checkpoint, then this evaluation). The shipped files came from the two commands "
+        "listed here, which do the same steps with the same seeds.",
         f"- Machine: {recipe.get('machine')}; MLX {recipe.get('mlx')}; BLAS: {recipe.get('blas')}.",
         "- BLAS: MLX's Linux CPU wheel uses the reference BLAS (~50 s a step here). With Debian's "
         "OpenBLAS installed (`apt-get install libopenblas0-pthread`) `runner train-tiny` re-runs "
@@ -125,7 +128,7 @@ def render(directory: Path, manifest: Path = corpus.MANIFEST) -> str:
         f"{100 * ev.get('recent32_attention_mass', float('nan')):.1f}% / "
         f"{100 * ev.get('recent64_attention_mass', float('nan')):.1f}% |",
         f"| greedy MTP acceptance on held-out prompts | {100 * ev.get('mtp_acceptance', float('nan')):.1f}% |",
-        f"| the same without the {ev.get('prompts_excluding_encodings')} prompts from `encodings/` charmap tables | "
+        f"| the same on the {ev.get('prompts_excluding_encodings')} prompts not from `encodings/` charmap tables | "
         f"{100 * ev.get('mtp_acceptance_excluding_encodings', float('nan')):.1f}% |",
         f"| mlx-lm greedy tokens differing from ours | {ev.get('parity_mismatches')} of {ev.get('parity_tokens')} |",
         f"| max abs logit difference vs mlx-lm (one prompt) | {ev.get('max_logit_diff_vs_mlx_lm', float('nan')):.1e} |",
@@ -146,7 +149,8 @@ def _distill_lines(d: dict | None) -> list[str]:
     return [f"- Then MTP self-distillation (`{d['command']}`): only the MTP layer trains, for "
             f"{d['steps']} steps of batch {d['batch']} (seed {d['seed']}), on "
             "KL(main model's softmax at t+1 || MTP's softmax from (h_t, x_(t+1))); "
-            f"KL {d['first_kl']:.3f} -> {d['last_kl']:.3f}, {d['wall_s'] / 60:.1f} min."]
+            f"KL {d['first_kl']:.3f} -> {d['last_kl']:.3f}, {d['wall_s'] / 60:.1f} min. Greedy MTP "
+            f"acceptance before it: {100 * d.get('mtp_acceptance_before', float('nan')):.1f}%."]
 
 
 def write_card(directory: Path) -> None:

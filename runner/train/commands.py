@@ -17,6 +17,7 @@ from .. import blas
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "models" / "tiny"
 VOCAB_SIZE = 4096
+DISTILL_STEPS = 200  # the shipped model: joint training, then 200 MTP self-distillation steps
 
 
 def add_train_tiny_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,8 +28,8 @@ def add_train_tiny_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--manifest", type=Path, default=None, help="corpus manifest (default: runner/train/corpus_manifest.json)")
     p.add_argument("--rebuild-manifest", action="store_true", help="pin this interpreter's stdlib files instead of checking them")
     p.add_argument("--no-openblas", action="store_true", help="do not re-run under LD_PRELOAD=OpenBLAS")
-    p.add_argument("--distill-steps", type=int, default=0,
-                   help="after training, self-distil the MTP layer for N steps (train only the MTP)")
+    p.add_argument("--distill-steps", type=int, default=DISTILL_STEPS,
+                   help=f"after training, self-distil the MTP layer for N steps, 0 for none (default {DISTILL_STEPS})")
     p.add_argument("--distill-only", action="store_true",
                    help="skip training: self-distil the MTP layer of --out, then evaluate")
     p.add_argument("--evaluate-only", action="store_true", help="only evaluate --out and rewrite its model card")
@@ -96,7 +97,7 @@ def prepare_and_train(args: argparse.Namespace) -> None:
     model = loop.init_model(config, cfg.seed)
     sampler = data.BatchSampler(stream, cfg.batch, cfg.context, cfg.seed)
     recipe = {
-        "command": "runner train-tiny " + " ".join(blas.argv_from("train-tiny")[1:]),
+        "command": " ".join(["runner", *blas.argv_from("train-tiny")]),
         "python": sys.version.split()[0], "mlx": mx.__version__,
         "machine": f"{platform.machine()} {_cpu_name()}, {_cores()} cores", "blas": blas.describe(),
         "stdlib_root": str(root), "manifest": str(manifest.name),
@@ -135,10 +136,12 @@ def distill(args: argparse.Namespace) -> None:
     config = json.loads((out / "config.json").read_text())
     save_checkpoint(model, config, out)
     recipe = json.loads((out / "recipe.json").read_text())
-    recipe["distill"] = {"steps": args.distill_steps, "batch": args.batch or cfg.batch, "seed": args.seed + 1,
+    before = json.loads((out / "eval.json").read_text()) if (out / "eval.json").is_file() else {}
+    recipe["distill"] = {"mtp_acceptance_before": before.get("mtp_acceptance"),
+                         "steps": args.distill_steps, "batch": args.batch or cfg.batch, "seed": args.seed + 1,
                          "first_kl": losses[0], "last_kl": losses[-1],
                          "wall_s": round(time.time() - started, 1),
-                         "command": "runner train-tiny " + " ".join(blas.argv_from("train-tiny")[1:])}
+                         "command": " ".join(["runner", *blas.argv_from("train-tiny")])}
     (out / "recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
 
 
