@@ -150,15 +150,7 @@ class Engine:
         logits, hidden, first, greedy, drafts = self._target_pass(plan, starts, fused)
         emitted, oks = self._commit(plan, starts, logits, greedy)
         accepted = sum(oks)
-        mtp_ran = False
-        if self.drafter is not None:
-            live = sum(not s.finished for s in plan.rows) + len(self.scheduler.waiting)
-            want = self._last_want = self.policy.decide(min(live, self.config.max_batch_size))
-            mtp_ran = fused or self.drafter.eager or want
-            if fused:
-                self.drafter.adopt(plan.rows, drafts, oks, want)
-            else:
-                self.drafter.run(plan.rows, starts, hidden, first, want)
+        mtp_ran = self._draft_next(plan, starts, hidden, first, drafts, oks, fused)
         row_bytes = [self._row_bytes(s) for s in plan.rows]
         finished = self._retire(plan)
         self.prefix.evict_to_budget()
@@ -175,6 +167,20 @@ class Engine:
         for ev in finished:
             self._emit(ev)
         return finished
+
+    def _draft_next(self, plan: PassPlan, starts: list[int], hidden, first: list[int], drafts,
+                    oks: list[bool], fused: bool) -> bool:
+        """Decide whether the next pass drafts and bring the MTP up to date (or book what
+        the fused pass already did). Returns whether the MTP layer ran in this pass."""
+        if self.drafter is None:
+            return False
+        live = sum(not s.finished for s in plan.rows) + len(self.scheduler.waiting)
+        want = self._last_want = self.policy.decide(min(live, self.config.max_batch_size))
+        if fused:
+            self.drafter.adopt(plan.rows, drafts, oks, want)
+        else:
+            self.drafter.run(plan.rows, starts, hidden, first, want)
+        return fused or self.drafter.eager or want
 
     def _target_pass(self, plan: PassPlan, starts: list[int], fused: bool):
         lens = [len(f) for f in plan.feeds]
