@@ -62,7 +62,7 @@ def test_every_chip_has_batch_1_and_ceiling_rows_for_every_arm(site):
     chips = {chip for _, chip, _, _ in rows}
     assert chips
     for chip in chips:
-        for arm in ("off", "on", "always", "adaptive"):
+        for arm in ("off", "mtp-solo", "on", "always", "adaptive"):
             for conc in ("1", "4"):
                 assert ("", chip, arm, conc) in rows, (chip, arm, conc)
     assert "bothrows-not-measured" not in html and "bothrows-claim-failed" not in html
@@ -72,7 +72,7 @@ def test_traffic_choices_and_the_unaudited_reference_are_shown(site):
     _, page = site
     html = page.read_text()
     assert html.count('class="bothrows-traffic"') == 2
-    assert len(re.findall(r"for this traffic choose <strong>(off|on|always|adaptive)</strong>",
+    assert len(re.findall(r"for this traffic choose <strong>(off|mtp-solo|on|always|adaptive)</strong>",
                           html)) == 2
     ref = html[html.index('id="reference-not-audited"'):]
     ref = ref[:ref.index("</table>")]
