@@ -54,3 +54,19 @@ def test_adaptive_is_per_width():
     feed(p, 1, 1.1e6, 1.0e6, 0.8)
     feed(p, 4, 2.0e6, 1.0e6, 0.8)
     assert p.decide(1) and not p.decide(4)
+
+
+def test_one_slow_pass_does_not_flip_the_decision():
+    p = policy("adaptive")
+    feed(p, 1, cost_draft=1.2e6, cost_plain=1.0e6, acceptance=0.8)   # drafting pays 1.5x
+    p.observe(1, True, int(50e6), 10, 8)                            # a one-off 50 ms pass
+    assert p.decide(1)
+
+
+def test_near_break_even_keeps_the_current_branch():
+    p = policy("adaptive")
+    feed(p, 2, cost_draft=1.8e6, cost_plain=1.0e6, acceptance=0.8)   # exactly break-even
+    p.drafting[2] = True
+    assert p.decide(2)                   # stays drafting within the margin
+    p.drafting[2] = False
+    assert not p.decide(2)               # and stays plain within it

@@ -8,6 +8,9 @@ from typing import Optional
 
 EMA = 0.2            # weight of the newest observation
 REFRESH_EVERY = 64   # re-measure the branch not taken once in this many decisions
+OUTLIER = 2.0        # a pass slower than this many times the estimate counts as this (a
+                     # one-off compile or a noisy neighbour must not flip the decision)
+SWITCH_MARGIN = 0.05 # leave the current branch only when the other pays by this much
 
 
 class DraftPolicy:
@@ -17,6 +20,7 @@ class DraftPolicy:
         self.cost: dict[tuple[int, bool], float] = {}
         self.acceptance = 0.5               # prior until drafts are observed
         self.decisions: dict[int, int] = {}
+        self.drafting: dict[int, bool] = {}  # the branch currently taken, per width
 
     def permits(self, width: int) -> bool:
         """May a pass of this width verify the drafts its rows carry?"""
@@ -32,7 +36,10 @@ class DraftPolicy:
         if with_d is None or without is None:
             return with_d is None          # measure both shapes before trusting either
         n = self.decisions[width] = self.decisions.get(width, 0) + 1
-        pays = (1.0 + self.acceptance) / with_d > 1.0 / without
+        gain = (1.0 + self.acceptance) * without / with_d   # tokens per second, drafting / not
+        current = self.drafting.get(width, gain > 1.0)
+        pays = gain > 1.0 - SWITCH_MARGIN if current else gain > 1.0 + SWITCH_MARGIN
+        self.drafting[width] = pays
         return (not pays) if n % REFRESH_EVERY == 0 else pays
 
     def observe(self, width: int, drafted: bool, duration_ns: int, n_drafts: int, n_accepted: int) -> None:
@@ -41,6 +48,6 @@ class DraftPolicy:
             return
         key = (width, drafted)
         old = self.cost.get(key)
-        self.cost[key] = duration_ns if old is None else (1 - EMA) * old + EMA * duration_ns
+        self.cost[key] = duration_ns if old is None else (1 - EMA) * old + EMA * min(duration_ns, OUTLIER * old)
         if n_drafts:
             self.acceptance = (1 - EMA) * self.acceptance + EMA * (n_accepted / n_drafts)
