@@ -1,9 +1,10 @@
 """GQA attention with partial RoPE and optional q/k RMSNorm, over a paged KV pool.
 
 Two modes: `ctx is None` is plain causal attention over the input itself (training,
-reference checks); otherwise keys/values of the new tokens are written into the layer's
-pool at `ctx.write_slots` and attention reads each row's keys through `ctx.read_slots`,
-with per-row positions, so rows of different lengths share one pass.
+reference checks); otherwise the input is a pass's packed tokens, their keys/values are
+written into the layer's pool at `ctx.write_slots`, and attention reads each row's keys
+through its group's `read_slots`, with per-token positions, so rows of different lengths
+share one pass.
 """
 from __future__ import annotations
 

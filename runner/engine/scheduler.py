@@ -3,9 +3,10 @@ the pass to the model.
 
 Admission is first come, first served under max_batch_size. A prefilling row feeds its
 next chunk of at most prefill_chunk prompt tokens; a decoding row feeds its last token,
-plus its draft when the pass drafts. Rows are padded to a common length; pads write to
-the scratch block and their outputs are ignored. Shapes are bucketed (powers of two) so
-the compiled forward sees few distinct shapes.
+plus its draft when the pass drafts. The pass's tokens are packed (no padding between
+rows) for all per-token work; attention lays rows out in groups (decode rows apart from
+prefill chunks), padded within a group. Pads write to the scratch block and their
+outputs are ignored. Lengths are bucketed so the compiled forward sees few shapes.
 """
 from __future__ import annotations
 
