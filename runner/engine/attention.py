@@ -47,6 +47,7 @@ class PassContext:
     groups: tuple[RowGroup, ...]
     from_rows: Optional[mx.array]  # (N,) int32: index into the groups' concatenated (B*T) rows;
                                    # None when there is one group and no padding
+    rope: Optional[tuple] = None   # rope_table(positions): set by the forward, once a pass
 
     def packed(self, outs: list[mx.array]) -> mx.array:
         """Per-group (B, T, ...) outputs -> (N, ...) packed."""
@@ -91,10 +92,27 @@ class FusedAttention:
     norm_weight: Optional[mx.array]   # (nh + nkv, D): q_norm rows then k_norm rows
 
 
+def rope_table(positions: mx.array, args: ModelArgs) -> tuple[mx.array, mx.array]:
+    """cos and sin (N, 1, 1, rope_dims / 2) for packed tokens at `positions`: computed once
+    a pass and shared by every layer (on the CPU, mx.fast.rope rebuilds them each call)."""
+    half = args.rope_dims // 2
+    freqs = args.rope_theta ** (-mx.arange(0, half, dtype=mx.float32) / half)
+    angles = positions.astype(mx.float32)[:, None] * freqs                  # (N, half)
+    return mx.cos(angles)[:, None, None], mx.sin(angles)[:, None, None]
+
+
 def apply_rope(x: mx.array, args: ModelArgs, offset) -> mx.array:
-    """x: (B, heads, T, D); RoPE on the first rope_dims dims, non-interleaved."""
-    return mx.fast.rope(x, args.rope_dims, traditional=False, base=args.rope_theta,
-                        scale=1.0, offset=offset)
+    """x: (B, heads, T, D); RoPE on the first rope_dims dims, non-interleaved. `offset`
+    is a start position (int or per-row array) or, for packed tokens (T = 1), a
+    rope_table()."""
+    if not isinstance(offset, tuple):
+        return mx.fast.rope(x, args.rope_dims, traditional=False, base=args.rope_theta,
+                            scale=1.0, offset=offset)
+    cos, sin = offset
+    half = args.rope_dims // 2
+    x1, x2 = x[..., :half], x[..., half:2 * half]
+    rotated = [x1 * cos - x2 * sin, x2 * cos + x1 * sin]
+    return mx.concatenate(rotated + ([x[..., 2 * half:]] if x.shape[-1] > 2 * half else []), axis=-1).astype(x.dtype)
 
 
 class Attention(nn.Module):
@@ -160,7 +178,7 @@ class Attention(nn.Module):
             out = mx.fast.scaled_dot_product_attention(
                 q, k, v, scale=self.scale, mask="causal" if select is None else select)
             return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, T, -1))
-        q, k, v = self._project(x[:, None], ctx.positions)   # each token its own row: (N, heads, 1, D)
+        q, k, v = self._project(x[:, None], ctx.rope)        # each token its own row: (N, heads, 1, D)
         q, k, v = q[:, :, 0], k[:, :, 0], v[:, :, 0]          # (N, heads, D)
         kv.k[ctx.write_slots] = k
         kv.v[ctx.write_slots] = v

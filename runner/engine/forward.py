@@ -8,11 +8,12 @@ functions of their arguments and safe to compile. Shapes are bucketed by the sch
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 import mlx.core as mx
 
-from .attention import LayerKV, PassContext
+from .attention import LayerKV, PassContext, rope_table
 from .cache import BlockPool
 from .model import Model
 
@@ -51,14 +52,18 @@ class Forward:
             self._compiled[key] = self._wrap(partial(getattr(self, name), spec))
         return self._compiled[key]
 
+    def _context(self, spec, arrays) -> tuple[PassContext, list]:
+        ctx, rest = PassContext.unflatten(spec, arrays)
+        return replace(ctx, rope=rope_table(ctx.positions, self.model.args)), rest
+
     def _main(self, spec, tokens, out_index, *arrays):
-        ctx, pool_arrays = PassContext.unflatten(spec, arrays)
+        ctx, pool_arrays = self._context(spec, arrays)
         kv = _unpack(pool_arrays, self.pool.layers[:self.n_main])
         h = self.model.hidden_states(tokens, ctx, kv, self.index_topk)       # (N, H)
         return (self.model.head(h[out_index]).astype(mx.float32), h, *_pack(kv))  # (B, K, V)
 
     def _mtp(self, spec, hidden, next_tokens, last_index, *arrays):
-        ctx, pool_arrays = PassContext.unflatten(spec, arrays)
+        ctx, pool_arrays = self._context(spec, arrays)
         kv = LayerKV(*pool_arrays)
         out = self.model.mtp(hidden, self.model.embed_tokens(next_tokens), ctx, kv)  # (N, H)
         return (self.model.head(out[last_index]).astype(mx.float32), *_pack([kv]))  # (R, V)
@@ -66,7 +71,7 @@ class Forward:
     def _main_draft(self, spec, tokens, out_index, next_known, next_from, cand_index, *arrays):
         """Target pass and eager MTP in one graph (greedy rows): the MTP's next tokens are
         the ones the host knows (prompt) or the target's own argmax, so no round trip."""
-        ctx, pool_arrays = PassContext.unflatten(spec, arrays)
+        ctx, pool_arrays = self._context(spec, arrays)
         kv = _unpack(pool_arrays, self.pool.layers)                          # main layers + MTP layer
         h = self.model.hidden_states(tokens, ctx, kv[:-1], self.index_topk)  # (N, H)
         logits = self.model.head(h[out_index]).astype(mx.float32)            # (B, K, V)
