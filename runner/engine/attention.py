@@ -20,18 +20,30 @@ from .config import ModelArgs
 @dataclass(frozen=True)
 class RowGroup:
     """Rows of similar length laid out (B, T) for attention: decode rows apart from
-    prefill chunks, so a one-token row never pays for a chunk-long padded query block."""
+    prefill chunks, so a one-token row never pays for a chunk-long padded query block.
+    The host sends block tables and row starts; the slots to read and the causal mask
+    are derived here, in the graph, once a pass."""
 
     to_rows: Optional[mx.array]  # (B, T) int32 packed index of row b's t-th token (pads -> 0);
                                  # None when the packed tokens are exactly these rows, row-major
-    read_slots: mx.array         # (B, S) int32: pool slot of each row's key position 0..S-1
-    mask: mx.array               # (B, 1, T, S) bool: key s visible to query t of row b
+    table: mx.array              # (B, n_blocks) int32: each row's blocks (scratch past its end)
+    starts: mx.array             # (B,) int32: position of each row's first token in this pass
+    T: int                       # tokens per row (padded)
+    block_size: int
     fresh: bool = False          # every row starts at position 0: attend to the new keys directly
+
+    def __post_init__(self) -> None:
+        B, bs = self.table.shape[0], self.block_size
+        read = (self.table[:, :, None] * bs + mx.arange(bs, dtype=mx.int32)).reshape(B, -1)  # (B, S)
+        pos = self.starts[:, None] + mx.arange(self.T, dtype=mx.int32)                     # (B, T)
+        mask = mx.arange(read.shape[1], dtype=mx.int32)[None, None, :] <= pos[:, :, None]
+        object.__setattr__(self, "read_slots", read)          # (B, S): slot of key position s
+        object.__setattr__(self, "mask", mask[:, None])       # (B, 1, T, S): key s visible to query t
 
     def rows(self, a: mx.array) -> mx.array:
         """(N, ...) packed -> (B, T, ...)."""
-        B, T = self.mask.shape[0], self.mask.shape[2]
-        return a.reshape(B, T, *a.shape[1:]) if self.to_rows is None else a[self.to_rows]
+        B = self.table.shape[0]
+        return a.reshape(B, self.T, *a.shape[1:]) if self.to_rows is None else a[self.to_rows]
 
 
 @dataclass(frozen=True)
@@ -57,10 +69,11 @@ class PassContext:
 
     def flatten(self) -> tuple[tuple, list[mx.array]]:
         """(static structure, arrays): compiled functions take arrays and key on the rest."""
-        spec = (self.from_rows is not None,) + tuple((g.to_rows is not None, g.fresh) for g in self.groups)
+        spec = (self.from_rows is not None,) + tuple(
+            (g.to_rows is not None, g.T, g.block_size, g.fresh) for g in self.groups)
         arrays = [self.positions, self.write_slots] + ([self.from_rows] if self.from_rows is not None else [])
         for g in self.groups:
-            arrays += ([g.to_rows] if g.to_rows is not None else []) + [g.read_slots, g.mask]
+            arrays += ([g.to_rows] if g.to_rows is not None else []) + [g.table, g.starts]
         return spec, arrays
 
     @staticmethod
@@ -70,9 +83,9 @@ class PassContext:
         positions, write = next(it), next(it)
         from_rows = next(it) if spec[0] else None
         groups = []
-        for has_rows, fresh in spec[1:]:
+        for has_rows, T, block_size, fresh in spec[1:]:
             to_rows = next(it) if has_rows else None
-            groups.append(RowGroup(to_rows, next(it), next(it), fresh))
+            groups.append(RowGroup(to_rows, next(it), next(it), T, block_size, fresh))
         return PassContext(positions, write, tuple(groups), from_rows), list(it)
 
 

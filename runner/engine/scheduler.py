@@ -51,16 +51,12 @@ class PassLayout:
 SHORT_ROW = 2  # rows feeding at most this many tokens (decode, verify) form their own group
 
 
-def _group(starts: np.ndarray, lens: np.ndarray, tables: np.ndarray, block_size: int,
+def _group(starts: np.ndarray, T: int, tables: np.ndarray, block_size: int,
            to_rows: np.ndarray | None) -> RowGroup:
     """The (B, T) attention layout of one group of rows."""
-    T = to_rows.shape[1] if to_rows is not None else int(lens.max())
-    pos = starts[:, None] + np.arange(T, dtype=np.int32)[None, :]                     # (B, T)
     n_blocks = bucket(max(-(-(s + T) // block_size) for s in starts.tolist()))
-    read = (tables[:, :n_blocks, None] * block_size + np.arange(block_size, dtype=np.int32)).reshape(len(starts), -1)
-    mask = np.arange(read.shape[1], dtype=np.int32)[None, None, :] <= pos[:, :, None]  # (B, T, S)
-    return RowGroup(None if to_rows is None else mx.array(to_rows), mx.array(read),
-                    mx.array(mask[:, None]), fresh=not starts.any())
+    return RowGroup(None if to_rows is None else mx.array(to_rows), mx.array(tables[:, :n_blocks]),
+                    mx.array(starts), T, block_size, fresh=not starts.any())
 
 
 def build_layout(starts: list[int], lengths: list[int], blocks: list[list[int]], block_size: int,
@@ -93,13 +89,14 @@ def build_layout(starts: list[int], lengths: list[int], blocks: list[list[int]],
         for i, b in enumerate(m):
             from_rows[first[b]:first[b] + lens[b]] = base + i * T + np.arange(lens[b])
         base += len(m) * T
-        groups.append(_group(start[m], lens[m], tables[m], block_size, to_rows))
+        groups.append(_group(start[m], T, tables[m], block_size, to_rows))
     # Packed length: round to a multiple of 16 (few compiled shapes, little padding work).
     N = n_real if single_dense else bucket(n_real) if n_real <= 16 else -(-n_real // 16) * 16
     slots = tables[row_all, pos_all // block_size] * block_size + pos_all % block_size
-    pad = N - n_real
-    ctx = PassContext(positions=mx.array(np.pad(pos_all, (0, pad))), write_slots=mx.array(np.pad(slots, (0, pad))),
-                      groups=tuple(groups), from_rows=None if single_dense else mx.array(np.pad(from_rows, (0, pad))))
+    packed = np.zeros((3, N), np.int32)            # positions, write slots, from_rows (pads: 0)
+    packed[0, :n_real], packed[1, :n_real], packed[2, :n_real] = pos_all, slots, from_rows
+    ctx = PassContext(positions=mx.array(packed[0]), write_slots=mx.array(packed[1]),
+                      groups=tuple(groups), from_rows=None if single_dense else mx.array(packed[2]))
     return PassLayout(ctx, first.tolist(), N)
 
 
