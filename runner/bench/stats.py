@@ -16,16 +16,8 @@ def ratio_spread(num: list[float], den: list[float]) -> str:
 
 
 def machine_line() -> str:
-    import os
-    import platform
-
-    import mlx.core as mx
-    blas = "unknown"
-    try:
-        with open("/proc/self/maps") as f:
-            libs = {l.split()[-1].rsplit("/", 1)[-1] for l in f if "blas" in l.lower()}
-        blas = ", ".join(sorted(libs)) or "none loaded"
-    except OSError:
-        pass
-    return (f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-            f"{platform.platform()}, mlx {mx.__version__}, device {mx.default_device()}, BLAS {blas}")
+    """The chip fingerprint the runner records, as one line (same fields, same BLAS probe)."""
+    from ..experiments.chip import fingerprint
+    fp = fingerprint()
+    return (f"machine: {fp['name']}, {fp['cores']} cores, {fp['os']}, mlx {fp['mlx_version']}, "
+            f"device {fp['device']}, BLAS {fp['blas']}")

@@ -25,6 +25,9 @@ class BlockPool:
         self.layers = [self._empty_layer(initial_blocks, i < args.num_hidden_layers and with_indexer)
                        for i in range(n_layers)]
         self.n_blocks = initial_blocks
+        # Real bytes one block occupies across every layer's arrays (fixed: growth adds blocks).
+        self.block_bytes = block_size * sum(x.nbytes // x.shape[0] for kv in self.layers
+                                            for x in (kv.k, kv.v, kv.ik) if x is not None)
         self.refs = [0] * initial_blocks
         self.refs[SCRATCH_BLOCK] = 1
         self.free = list(range(initial_blocks - 1, 0, -1))  # pop() hands out low ids first
@@ -36,12 +39,6 @@ class BlockPool:
         ik = mx.zeros((slots, a.index_head_dim), self.dtype) if indexed else None
         return LayerKV(mx.zeros(kv_shape, self.dtype), mx.zeros(kv_shape, self.dtype), ik)
 
-    @property
-    def block_bytes(self) -> int:
-        """Real bytes one block occupies across every layer's arrays."""
-        per_slot = sum(x.nbytes // x.shape[0] for kv in self.layers
-                       for x in (kv.k, kv.v, kv.ik) if x is not None)
-        return per_slot * self.block_size
 
     def pool_bytes(self) -> int:
         return sum(x.nbytes for kv in self.layers for x in (kv.k, kv.v, kv.ik) if x is not None)

@@ -62,11 +62,13 @@ class PrefixCache:
                 self.entries[key] = (blocks[j], tuple(toks))
 
     def evict_to_budget(self) -> None:
-        while self.entries and self.cached_bytes() > self.budget:
-            _, (block, _) = self.entries.popitem(last=False)
-            self.pool.release(block)
+        self._evict_down_to(self.budget)
 
     def clear(self) -> None:
-        self.budget, saved = 0, self.budget
-        self.evict_to_budget()
-        self.budget = saved
+        self._evict_down_to(0)
+
+    def _evict_down_to(self, budget: int) -> None:
+        """Drop least-recently-used entries until the cached bytes fit `budget`."""
+        while self.entries and self.cached_bytes() > budget:
+            _, (block, _) = self.entries.popitem(last=False)
+            self.pool.release(block)
