@@ -5,7 +5,10 @@ of the tiny model took ~50 s with it and ~5 s with Debian's OpenBLAS preloaded (
 agree to 2.5e-6), and the engine decodes ~1.5x faster. `runner train-tiny`, `runner run`
 and `runner bench` re-run themselves under it when it is installed (each has
 --no-openblas); the chip fingerprint records which BLAS a run used. LD_PRELOAD only
-takes effect when a process starts, hence re-exec. This file installs nothing: the
+takes effect when a process starts, hence re-exec. OpenBLAS's thread count is left to
+OPENBLAS_NUM_THREADS (recorded with results): pinned to one thread, this engine decoded
+no faster (1.01x over 12 interleaved rounds), while mlx-lm, which builds the next graph
+while the last one runs, gained about 15%. This file installs nothing: the
 Makefile's `openblas` step (`apt-get install libopenblas0-pthread`) does.
 """
 from __future__ import annotations
@@ -50,13 +53,16 @@ def describe() -> str:
     if lib is None:
         return "MLX's bundled reference BLAS (no OpenBLAS preloaded)"
     real = os.path.realpath(lib)
-    return f"OpenBLAS preloaded ({lib} -> {real}); OPENBLAS_CORETYPE={core or 'unset'}"
+    threads = os.environ.get("OPENBLAS_NUM_THREADS")
+    return (f"OpenBLAS preloaded ({lib} -> {real}); OPENBLAS_CORETYPE={core or 'unset'}, "
+            f"OPENBLAS_NUM_THREADS={threads or 'unset'}")
 
 
 def reexec_with_openblas(argv: list[str]) -> None:
     """Replace this process with `python -m runner.cli <argv>` under LD_PRELOAD=OpenBLAS
     when the library exists and is not loaded yet; otherwise return and go on as is.
-    OPENBLAS_CORETYPE, if set here, is inherited unchanged. argv starts with the verb."""
+    OPENBLAS_CORETYPE and OPENBLAS_NUM_THREADS, if set here, are inherited unchanged.
+    argv starts with the verb."""
     lib = openblas_path()
     if (sys.platform != "linux" or lib is None or preloaded() or os.environ.get(_MARK)
             or os.environ.get(OPT_OUT) or not _is_cli()):

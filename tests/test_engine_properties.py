@@ -47,7 +47,7 @@ def test_state_bytes_are_the_pool_bytes_rows_hold(engine_cache):
         if isinstance(event, PassEvent):
             live = eng.scheduler.running
             # after a pass, every live row's bytes are its blocks' share of the real arrays
-            per_slot = sum(a.nbytes for kv in eng.pool.layers for a in (kv.k, kv.v, kv.ik) if a is not None)
+            per_slot = sum(a.nbytes for kv in eng.pool.layers for a in kv.arrays())
             per_slot //= eng.pool.n_blocks * eng.pool.block_size
             assert eng.state_bytes() == sum(len(s.blocks) for s in live) * per_slot * eng.pool.block_size
             for s in live:  # invariant: KV holds every committed token but the last

@@ -1,6 +1,7 @@
 """Small helpers for benchmark tables: spread of repeated figures and of paired ratios."""
 from __future__ import annotations
 
+import os
 import statistics
 
 
@@ -20,4 +21,5 @@ def machine_line() -> str:
     from ..experiments.chip import fingerprint
     fp = fingerprint()
     return (f"machine: {fp['name']}, {fp['cores']} cores, {fp['os']}, mlx {fp['mlx_version']}, "
-            f"device {fp['device']}, BLAS {fp['blas']}")
+            f"device {fp['device']}, BLAS {fp['blas']}, "
+            f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")

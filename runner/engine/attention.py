@@ -91,41 +91,58 @@ class PassContext:
 
 @dataclass
 class LayerKV:
-    """One layer's pooled keys and values (and indexer keys): (slots, ...) arrays."""
+    """One layer's pooled state: keys and values in one array, so a pass writes them with
+    one scatter and reads them with one gather; plus the indexer keys when indexing."""
 
-    k: mx.array            # (slots, n_kv_heads, head_dim)
-    v: mx.array            # (slots, n_kv_heads, head_dim)
+    kv: mx.array                   # (slots, 2 * n_kv_heads, head_dim): keys, then values
     ik: Optional[mx.array] = None  # (slots, index_head_dim) indexer keys, when indexing
+
+    def arrays(self) -> list[mx.array]:
+        return [a for a in (self.kv, self.ik) if a is not None]
 
 
 @dataclass(frozen=True)
 class FusedAttention:
-    qkv_weight: mx.array              # (nh*D + 2*nkv*D, H)
-    qkv_bias: Optional[mx.array]
-    norm_weight: Optional[mx.array]   # (nh + nkv, D): q_norm rows then k_norm rows
+    """Inference layout of one attention block. One matmul yields every head's q, k and v
+    and, for the rotary heads, a rotate-half copy (weight rows permuted and negated, an
+    exact transform), so q/k norm and RoPE then take one elementwise kernel instead of
+    slices and a concatenation per layer."""
+
+    w: mx.array                   # (H, 2 * heads * D): [q | k | v | rot(q) | rot(k) | 0], transposed
+    bias: Optional[mx.array]      # (2 * heads * D,)
+    norm: Optional[mx.array]      # (heads, D) q/k norm weights (ones for v heads)
+    norm_rot: Optional[mx.array]  # (heads, D) the same weights in rotate-half order
+    normed: mx.array              # (heads, 1) bool: q and k heads (norm and RoPE apply)
+    o_w: mx.array                 # (nh * D, H) output projection, transposed
 
 
 def rope_table(positions: mx.array, args: ModelArgs) -> tuple[mx.array, mx.array]:
-    """cos and sin (N, 1, 1, rope_dims / 2) for packed tokens at `positions`: computed once
-    a pass and shared by every layer (on the CPU, mx.fast.rope rebuilds them each call)."""
-    half = args.rope_dims // 2
+    """cos and sin (N, 1, head_dim) for packed tokens at `positions`, computed once a pass
+    and shared by every layer: cos is 1 and sin 0 on the dims RoPE leaves alone."""
+    half, D = args.rope_dims // 2, args.head_dim
     freqs = args.rope_theta ** (-mx.arange(0, half, dtype=mx.float32) / half)
     angles = positions.astype(mx.float32)[:, None] * freqs                  # (N, half)
-    return mx.cos(angles)[:, None, None], mx.sin(angles)[:, None, None]
+    rest = D - 2 * half
+    cos, sin = mx.cos(angles), mx.sin(angles)
+    ones, zeros = mx.ones((angles.shape[0], rest)), mx.zeros((angles.shape[0], rest))
+    return (mx.concatenate([cos, cos, ones], axis=-1)[:, None],
+            mx.concatenate([sin, sin, zeros], axis=-1)[:, None])
+
+
+def rotate_half_rows(w: mx.array, rope_dims: int, negate: bool = True) -> mx.array:
+    """Rows (..., D, in) of one head -> the rows whose product gives rotate_half of the
+    head's output: [-x2, x1, 0] on the rotary dims (non-interleaved), zero elsewhere."""
+    half = rope_dims // 2
+    x1, x2 = w[..., :half, :], w[..., half:2 * half, :]
+    rest = mx.zeros_like(w[..., 2 * half:, :])
+    return mx.concatenate([-x2 if negate else x2, x1, rest], axis=-2)
 
 
 def apply_rope(x: mx.array, args: ModelArgs, offset) -> mx.array:
-    """x: (B, heads, T, D); RoPE on the first rope_dims dims, non-interleaved. `offset`
-    is a start position (int or per-row array) or, for packed tokens (T = 1), a
-    rope_table()."""
-    if not isinstance(offset, tuple):
-        return mx.fast.rope(x, args.rope_dims, traditional=False, base=args.rope_theta,
-                            scale=1.0, offset=offset)
-    cos, sin = offset
-    half = args.rope_dims // 2
-    x1, x2 = x[..., :half], x[..., half:2 * half]
-    rotated = [x1 * cos - x2 * sin, x2 * cos + x1 * sin]
-    return mx.concatenate(rotated + ([x[..., 2 * half:]] if x.shape[-1] > 2 * half else []), axis=-1).astype(x.dtype)
+    """x: (B, heads, T, D); RoPE on the first rope_dims dims, non-interleaved, from
+    `offset` (an int or per-row array)."""
+    return mx.fast.rope(x, args.rope_dims, traditional=False, base=args.rope_theta,
+                        scale=1.0, offset=offset)
 
 
 class Attention(nn.Module):
@@ -145,41 +162,56 @@ class Attention(nn.Module):
         self.fused: Optional[FusedAttention] = None  # set by fuse(); plain attribute, not a parameter
 
     def fuse(self) -> None:
-        """Inference layout: one QKV matmul, one q/k norm, one RoPE call per layer (fewer
-        kernels per pass is what an overhead-bound decode step needs)."""
+        """Build the inference layout (see FusedAttention)."""
+        a, nh, nkv, d = self.args, self.n_heads, self.n_kv_heads, self.head_dim
+        heads = nh + 2 * nkv
         projs = [self.q_proj, self.k_proj, self.v_proj]
-        w = mx.concatenate([p.weight for p in projs])
-        b = mx.concatenate([p.bias for p in projs]) if self.args.attention_bias else None
-        norm = None
-        if self.args.use_qk_norm:
-            norm = mx.concatenate([mx.broadcast_to(self.q_norm.weight, (self.n_heads, self.head_dim)),
-                                   mx.broadcast_to(self.k_norm.weight, (self.n_kv_heads, self.head_dim))])
-        mx.eval(w, b, norm)
-        self.fused = FusedAttention(w, b, norm)
+        w = mx.concatenate([p.weight for p in projs]).reshape(heads, d, -1)          # (heads, D, H)
+        rot = mx.concatenate([rotate_half_rows(w[:nh + nkv], a.rope_dims), mx.zeros_like(w[nh + nkv:])])
+        bias = None
+        if a.attention_bias:
+            b = mx.concatenate([p.bias for p in projs]).reshape(heads, d, 1)
+            b_rot = mx.concatenate([rotate_half_rows(b[:nh + nkv], a.rope_dims), mx.zeros_like(b[nh + nkv:])])
+            bias = mx.concatenate([b, b_rot]).reshape(-1)
+        norm = norm_rot = None
+        if a.use_qk_norm:
+            ones = mx.ones((nkv, d))
+            norm = mx.concatenate([mx.broadcast_to(self.q_norm.weight, (nh, d)),
+                                   mx.broadcast_to(self.k_norm.weight, (nkv, d)), ones])
+            norm_rot = mx.concatenate([rotate_half_rows(norm[:nh + nkv, :, None], a.rope_dims, negate=False)[..., 0], ones])
+        normed = (mx.arange(heads) < nh + nkv)[:, None]
+        self.fused = FusedAttention(mx.contiguous(mx.concatenate([w, rot]).reshape(2 * heads * d, -1).T),
+                                    bias, norm, norm_rot, normed, mx.contiguous(self.o_proj.weight.T))
+        mx.eval(*[x for x in vars(self.fused).values() if x is not None])
 
-    def _project(self, x: mx.array, offset) -> tuple[mx.array, mx.array, mx.array]:
-        """x (B, T, H) -> roped q (B, nh, T, D), roped k and v (B, nkv, T, D)."""
+    def _project(self, x: mx.array) -> tuple[mx.array, mx.array, mx.array]:
+        """Plain causal mode: x (B, T, H) -> roped q (B, nh, T, D), roped k and v (B, nkv, T, D)."""
         B, T, _ = x.shape
         nh, nkv, d = self.n_heads, self.n_kv_heads, self.head_dim
-        f = self.fused
-        if f is None:
-            q = self.q_proj(x).reshape(B, T, nh, d)                              # (B, T, nh, D)
-            k = self.k_proj(x).reshape(B, T, nkv, d)
-            v = self.v_proj(x).reshape(B, T, nkv, d)
-            if self.args.use_qk_norm:
-                q, k = self.q_norm(q), self.k_norm(k)
-            q = apply_rope(q.transpose(0, 2, 1, 3), self.args, offset)
-            k = apply_rope(k.transpose(0, 2, 1, 3), self.args, offset)
-            return q, k, v.transpose(0, 2, 1, 3)
-        qkv = x @ f.qkv_weight.T
-        if f.qkv_bias is not None:
-            qkv = qkv + f.qkv_bias
-        qkv = qkv.reshape(B, T, nh + 2 * nkv, d)                                 # (B, T, heads, D)
-        qk = qkv[:, :, :nh + nkv]
-        if f.norm_weight is not None:
-            qk = mx.fast.rms_norm(qk, None, self.args.rms_norm_eps) * f.norm_weight
-        qk = apply_rope(qk.transpose(0, 2, 1, 3), self.args, offset)            # (B, nh+nkv, T, D)
-        return qk[:, :nh], qk[:, nh:], qkv[:, :, nh + nkv:].transpose(0, 2, 1, 3)
+        q = self.q_proj(x).reshape(B, T, nh, d)                              # (B, T, nh, D)
+        k = self.k_proj(x).reshape(B, T, nkv, d)
+        v = self.v_proj(x).reshape(B, T, nkv, d)
+        if self.args.use_qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = apply_rope(q.transpose(0, 2, 1, 3), self.args, 0)
+        k = apply_rope(k.transpose(0, 2, 1, 3), self.args, 0)
+        return q, k, v.transpose(0, 2, 1, 3)
+
+    def _project_packed(self, x: mx.array, rope: tuple[mx.array, mx.array]) -> mx.array:
+        """Packed tokens x (N, H) -> (N, heads, D): q and k normed and roped, then v."""
+        f, N, D = self.fused, x.shape[0], self.head_dim
+        heads = self.n_heads + 2 * self.n_kv_heads
+        p = x @ f.w
+        if f.bias is not None:
+            p = p + f.bias
+        p = p.reshape(N, 2 * heads, D)
+        plain, rot = p[:, :heads], p[:, heads:]                                 # rot: rotate_half(q, k), 0 for v
+        if f.norm is not None:
+            ms = mx.mean(mx.square(plain.astype(mx.float32)), axis=-1, keepdims=True)
+            s = mx.where(f.normed, mx.rsqrt(ms + self.args.rms_norm_eps), 1.0)
+            plain, rot = (plain * s) * f.norm, (rot * s) * f.norm_rot
+        cos, sin = rope
+        return (plain * mx.where(f.normed, cos, 1.0) + rot * sin).astype(x.dtype)
 
     def __call__(self, x: mx.array, ctx: Optional[PassContext] = None,
                  kv: Optional[LayerKV] = None, select=None) -> mx.array:
@@ -187,26 +219,25 @@ class Attention(nn.Module):
         key selection without ctx; with ctx, one per row group (None: all causal keys)."""
         if ctx is None:
             B, T, _ = x.shape
-            q, k, v = self._project(x, 0)
+            q, k, v = self._project(x)
             out = mx.fast.scaled_dot_product_attention(
                 q, k, v, scale=self.scale, mask="causal" if select is None else select)
             return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, T, -1))
-        q, k, v = self._project(x[:, None], ctx.rope)        # each token its own row: (N, heads, 1, D)
-        q, k, v = q[:, :, 0], k[:, :, 0], v[:, :, 0]          # (N, heads, D)
-        kv.k[ctx.write_slots] = k
-        kv.v[ctx.write_slots] = v
+        nh, nkv = self.n_heads, self.n_kv_heads
+        qkv = self._project_packed(x, ctx.rope)                  # (N, heads, D)
+        q, new_kv = qkv[:, :nh], qkv[:, nh:]
+        kv.kv[ctx.write_slots] = new_kv
         outs = []
         for g, sel in zip(ctx.groups, select or [None] * len(ctx.groups)):
             qg = g.rows(q).transpose(0, 2, 1, 3)                  # (B, nh, T, D)
             if g.fresh and sel is None:
                 # Nothing cached precedes these tokens: the causal kernel over the new keys
                 # avoids gathering them back and an explicit (T, S) mask.
-                kg, vg = g.rows(k).transpose(0, 2, 1, 3), g.rows(v).transpose(0, 2, 1, 3)
-                mask = "causal"
+                kvg, mask = g.rows(new_kv), "causal"
             else:
-                kg = kv.k[g.read_slots].transpose(0, 2, 1, 3)      # (B, nkv, S, D)
-                vg = kv.v[g.read_slots].transpose(0, 2, 1, 3)
+                kvg = kv.kv[g.read_slots]                          # (B, S, 2 nkv, D)
                 mask = g.mask if sel is None else (g.mask & sel)
+            kg, vg = kvg[:, :, :nkv].transpose(0, 2, 1, 3), kvg[:, :, nkv:].transpose(0, 2, 1, 3)
             out = mx.fast.scaled_dot_product_attention(qg, kg, vg, scale=self.scale, mask=mask)
             outs.append(out.transpose(0, 2, 1, 3))                 # (B, T, nh, D)
-        return self.o_proj(ctx.packed(outs).reshape(x.shape[0], -1))
+        return ctx.packed(outs).reshape(x.shape[0], -1) @ self.fused.o_w

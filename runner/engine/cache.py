@@ -26,22 +26,20 @@ class BlockPool:
                        for i in range(n_layers)]
         self.n_blocks = initial_blocks
         # Real bytes one block occupies across every layer's arrays (fixed: growth adds blocks).
-        self.block_bytes = block_size * sum(x.nbytes // x.shape[0] for kv in self.layers
-                                            for x in (kv.k, kv.v, kv.ik) if x is not None)
+        self.block_bytes = block_size * sum(x.nbytes // x.shape[0] for kv in self.layers for x in kv.arrays())
         self.refs = [0] * initial_blocks
         self.refs[SCRATCH_BLOCK] = 1
         self.free = list(range(initial_blocks - 1, 0, -1))  # pop() hands out low ids first
-        mx.eval([a for kv in self.layers for a in (kv.k, kv.v, kv.ik) if a is not None])
+        mx.eval([a for kv in self.layers for a in kv.arrays()])
 
     def _empty_layer(self, n_blocks: int, indexed: bool) -> LayerKV:
         a, slots = self.args, n_blocks * self.block_size
-        kv_shape = (slots, a.num_key_value_heads, a.head_dim)
         ik = mx.zeros((slots, a.index_head_dim), self.dtype) if indexed else None
-        return LayerKV(mx.zeros(kv_shape, self.dtype), mx.zeros(kv_shape, self.dtype), ik)
+        return LayerKV(mx.zeros((slots, 2 * a.num_key_value_heads, a.head_dim), self.dtype), ik)
 
 
     def pool_bytes(self) -> int:
-        return sum(x.nbytes for kv in self.layers for x in (kv.k, kv.v, kv.ik) if x is not None)
+        return sum(x.nbytes for kv in self.layers for x in kv.arrays())
 
     def blocks_in_use(self) -> int:
         return self.n_blocks - 1 - len(self.free)
@@ -66,11 +64,10 @@ class BlockPool:
         old = self.n_blocks
         for kv in self.layers:
             extra = self._empty_layer(old, kv.ik is not None)
-            kv.k = mx.concatenate([kv.k, extra.k])
-            kv.v = mx.concatenate([kv.v, extra.v])
+            kv.kv = mx.concatenate([kv.kv, extra.kv])
             if kv.ik is not None:
                 kv.ik = mx.concatenate([kv.ik, extra.ik])
         self.n_blocks = 2 * old
         self.refs.extend([0] * old)
         self.free = list(range(self.n_blocks - 1, old - 1, -1)) + self.free
-        mx.eval([a for kv in self.layers for a in (kv.k, kv.v, kv.ik) if a is not None])
+        mx.eval([a for kv in self.layers for a in kv.arrays()])

@@ -21,14 +21,14 @@ from .model import Model
 def _unpack(arrays, layers: list[LayerKV]) -> list[LayerKV]:
     out, i = [], 0
     for kv in layers:
-        n = 3 if kv.ik is not None else 2
+        n = 2 if kv.ik is not None else 1
         out.append(LayerKV(*arrays[i:i + n]))
         i += n
     return out
 
 
 def _pack(layers: list[LayerKV]) -> list[mx.array]:
-    return [a for kv in layers for a in (kv.k, kv.v, kv.ik) if a is not None]
+    return [a for kv in layers for a in kv.arrays()]
 
 
 COMPILE_MAX_TOKENS = 64  # passes with more packed tokens than this run uncompiled
@@ -139,4 +139,4 @@ class Forward:
     @staticmethod
     def _store(layers: list[LayerKV], arrays: list[mx.array]) -> None:
         for kv, new in zip(layers, _unpack(arrays, layers)):
-            kv.k, kv.v, kv.ik = new.k, new.v, new.ik
+            kv.kv, kv.ik = new.kv, new.ik

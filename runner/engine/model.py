@@ -15,7 +15,7 @@ import mlx.nn as nn
 from .attention import Attention, LayerKV, PassContext
 from .config import ModelArgs
 from .indexer import Indexer, topk_select
-from .moe import MLP, MoE
+from .moe import MLP, Fused, MoE
 
 
 class DecoderLayer(nn.Module):
@@ -54,9 +54,16 @@ class MTPLayer(DecoderLayer):
         self.eh_proj = nn.Linear(2 * H, H, bias=False)
         self.shared_head_norm = nn.RMSNorm(H, eps=args.rms_norm_eps)
 
+        self.eh_proj_t: Optional[Fused] = None  # fuse(): eh_proj's weight pre-transposed
+
+    def fuse(self) -> None:
+        self.eh_proj_t = Fused((mx.contiguous(self.eh_proj.weight.T),))
+        mx.eval(self.eh_proj_t.arrays)
+
     def __call__(self, hidden: mx.array, next_embed: mx.array, ctx: Optional[PassContext] = None,
                  kv: Optional[LayerKV] = None) -> mx.array:
-        u = self.eh_proj(mx.concatenate([self.enorm(next_embed), self.hnorm(hidden)], axis=-1))
+        joined = mx.concatenate([self.enorm(next_embed), self.hnorm(hidden)], axis=-1)
+        u = self.eh_proj(joined) if self.eh_proj_t is None else joined @ self.eh_proj_t.arrays[0]
         return self.shared_head_norm(super().__call__(u, ctx, kv))
 
 
@@ -72,7 +79,16 @@ class Model(nn.Module):
         if with_mtp:
             self.mtp = MTPLayer(args)
 
+        self.head_t: Optional[Fused] = None  # fuse(): the output projection pre-transposed
+
+    def fuse(self) -> None:
+        w = self.embed_tokens.weight if self.args.tie_word_embeddings else self.lm_head.weight
+        self.head_t = Fused((mx.contiguous(w.T),))
+        mx.eval(self.head_t.arrays)
+
     def head(self, h: mx.array) -> mx.array:
+        if self.head_t is not None:
+            return h @ self.head_t.arrays[0]
         if self.args.tie_word_embeddings:
             return self.embed_tokens.as_linear(h)
         return self.lm_head(h)

@@ -32,15 +32,18 @@ class MLP(nn.Module):
         self.fused: Optional[Fused] = None  # fuse(): a plain attribute, not a parameter
 
     def fuse(self) -> None:
-        """One matmul for gate and up projections at inference."""
-        self.fused = Fused((mx.concatenate([self.gate_proj.weight, self.up_proj.weight]),))
+        """One matmul for gate and up projections at inference; weights pre-transposed
+        (a transpose is a graph node of its own every pass)."""
+        gate_up = mx.concatenate([self.gate_proj.weight, self.up_proj.weight])
+        self.fused = Fused((mx.contiguous(gate_up.T), mx.contiguous(self.down_proj.weight.T)))
         mx.eval(self.fused.arrays)
 
     def __call__(self, x: mx.array) -> mx.array:
         if self.fused is None:
             return self.down_proj(nn.silu(self.gate_proj(x)) * self.up_proj(x))
-        g, u = mx.split(x @ self.fused.arrays[0].T, 2, axis=-1)
-        return self.down_proj(nn.silu(g) * u)
+        gate_up, down = self.fused.arrays
+        g, u = mx.split(x @ gate_up, 2, axis=-1)
+        return (nn.silu(g) * u) @ down
 
 
 def route(logits: mx.array, bias: mx.array, args: ModelArgs) -> tuple[mx.array, mx.array]:
@@ -72,9 +75,15 @@ class Router(nn.Module):
         self.args = args
         self.weight = mx.zeros((args.n_routed_experts, args.hidden_size))
         self.e_score_correction_bias = mx.zeros((args.n_routed_experts,))
+        self.fused: Optional[Fused] = None  # fuse(): the weight pre-transposed
+
+    def fuse(self) -> None:
+        self.fused = Fused((mx.contiguous(self.weight.T),))
+        mx.eval(self.fused.arrays)
 
     def __call__(self, x: mx.array) -> tuple[mx.array, mx.array]:
-        return route(x @ self.weight.T, self.e_score_correction_bias, self.args)
+        w_t = self.fused.arrays[0] if self.fused is not None else self.weight.T
+        return route(x @ w_t, self.e_score_correction_bias, self.args)
 
 
 class StackedExperts(nn.Module):
@@ -106,20 +115,19 @@ class StackedExperts(nn.Module):
         # x (..., H), inds (..., k) -> (..., k, H)
         gate_up, down = self.fused.arrays if self.fused is not None else self._operands()
         dtype, shape, k = x.dtype, inds.shape, inds.shape[-1]
+        if inds.size < SORT_FROM_TOKENS:
+            # Few pairs: x (..., 1, 1, H) broadcasts against the indices, no row index needed.
+            h = mx.gather_mm(x[..., None, None, :].astype(gate_up.dtype), gate_up, rhs_indices=inds)  # (..., k, 1, 2I)
+            g, u = mx.split(h, 2, axis=-1)
+            return mx.gather_mm(nn.silu(g) * u, down, rhs_indices=inds)[..., 0, :].astype(dtype)  # (..., k, H)
         x = x.reshape(-1, 1, x.shape[-1]).astype(gate_up.dtype)              # (N, 1, H)
-        idx = inds.reshape(-1)                                               # (N*k,)
-        sort = idx.size >= SORT_FROM_TOKENS
-        if sort:  # contiguous runs per expert let gather_mm batch its matmuls
-            order = mx.argsort(idx)
-            idx, rows = idx[order], order // k
-        else:
-            rows = mx.arange(idx.size) // k
-        h = mx.gather_mm(x, gate_up, lhs_indices=rows, rhs_indices=idx, sorted_indices=sort)  # (N*k, 1, 2I)
+        # Sorted, contiguous runs per expert let gather_mm batch its matmuls.
+        order = mx.argsort(inds.reshape(-1))
+        idx, rows = inds.reshape(-1)[order], order // k
+        h = mx.gather_mm(x, gate_up, lhs_indices=rows, rhs_indices=idx, sorted_indices=True)  # (N*k, 1, 2I)
         g, u = mx.split(h, 2, axis=-1)
-        y = mx.gather_mm(nn.silu(g) * u, down, rhs_indices=idx, sorted_indices=sort)        # (N*k, 1, H)
-        if sort:
-            y = y[mx.argsort(order)]
-        return y.reshape(*shape, -1).astype(dtype)
+        y = mx.gather_mm(nn.silu(g) * u, down, rhs_indices=idx, sorted_indices=True)        # (N*k, 1, H)
+        return y[mx.argsort(order)].reshape(*shape, -1).astype(dtype)
 
 
 class MoE(nn.Module):
@@ -129,7 +137,6 @@ class MoE(nn.Module):
         self.experts = StackedExperts(args.hidden_size, args.moe_intermediate_size, args.n_routed_experts)
         if args.n_shared_experts:
             self.shared_experts = MLP(args.hidden_size, args.moe_intermediate_size * args.n_shared_experts)
-
     def __call__(self, x: mx.array) -> mx.array:
         inds, weights = self.gate(x)
         y = (self.experts(x, inds) * weights[..., None]).sum(axis=-2).astype(x.dtype)

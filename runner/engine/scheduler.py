@@ -59,9 +59,31 @@ def _group(starts: np.ndarray, T: int, tables: np.ndarray, block_size: int,
                     mx.array(starts), T, block_size, fresh=not starts.any())
 
 
+def _uniform_short_layout(starts: list[int], T: int, blocks: list[list[int]], bs: int) -> PassLayout:
+    """build_layout for the common decode pass (every row feeds the same 1 or 2 tokens),
+    in plain Python: on a handful of rows numpy's per-call cost is most of the host time."""
+    width = bucket(max((s + T - 1) // bs + 1 for s in starts))
+    tables = [(bl[:width] + [SCRATCH_BLOCK] * width)[:width] for bl in blocks]
+    positions = [s + t for s in starts for t in range(T)]
+    slots = [tables[i // T][p // bs] * bs + p % bs for i, p in enumerate(positions)]
+    group = RowGroup(None, mx.array(tables, dtype=mx.int32), mx.array(starts, dtype=mx.int32), T, bs,
+                     fresh=not any(starts))
+    ctx = PassContext(positions=mx.array(positions, dtype=mx.int32), write_slots=mx.array(slots, dtype=mx.int32),
+                      groups=(group,), from_rows=None)
+    return PassLayout(ctx, list(range(0, len(positions), T)), len(positions))
+
+
 def build_layout(starts: list[int], lengths: list[int], blocks: list[list[int]], block_size: int,
                  t_cap: int | None = None) -> PassLayout:
     """Index arrays for rows feeding lengths[b] tokens from position starts[b]."""
+    T = lengths[0]
+    if T <= SHORT_ROW and all(n == T for n in lengths):
+        return _uniform_short_layout(starts, T, blocks, block_size)
+    return _general_layout(starts, lengths, blocks, block_size, t_cap)
+
+
+def _general_layout(starts: list[int], lengths: list[int], blocks: list[list[int]], block_size: int,
+                    t_cap: int | None) -> PassLayout:
     B = len(starts)
     lens, start = np.asarray(lengths, np.int32), np.asarray(starts, np.int32)
     n_real = int(lens.sum())

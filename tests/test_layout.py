@@ -1,0 +1,31 @@
+"""The plain-Python layout of uniform decode passes equals the general numpy layout."""
+import mlx.core as mx
+from hypothesis import given, settings, strategies as st
+
+from runner.engine.scheduler import _general_layout, _uniform_short_layout
+
+
+def _arrays(layout):
+    spec, arrays = layout.ctx.flatten()
+    return spec, [a.tolist() for a in arrays], layout.first, layout.n_tokens
+
+
+@st.composite
+def uniform_pass(draw):
+    T = draw(st.sampled_from([1, 2]))
+    starts = draw(st.lists(st.integers(0, 300), min_size=1, max_size=6))
+    # Each row holds the blocks its reach needs, sometimes one more (a rejected draft's).
+    blocks = [draw(st.lists(st.integers(1, 400), min_size=(s + T - 1) // 16 + 1,
+                            max_size=(s + T - 1) // 16 + 2, unique=True)) for s in starts]
+    return starts, T, blocks
+
+
+@settings(max_examples=200, deadline=None)
+@given(uniform_pass())
+def test_uniform_fast_path_matches_general_layout(case):
+    starts, T, blocks = case
+    fast = _uniform_short_layout(starts, T, blocks, 16)
+    general = _general_layout(starts, [T] * len(starts), blocks, 16, None)
+    assert _arrays(fast) == _arrays(general)
+    assert [g.read_slots.tolist() for g in fast.ctx.groups] == [g.read_slots.tolist() for g in general.ctx.groups]
+    assert mx.array_equal(fast.ctx.groups[0].mask, general.ctx.groups[0].mask)
