@@ -213,6 +213,21 @@ class Attention(nn.Module):
         cos, sin = rope
         return (plain * mx.where(f.normed, cos, 1.0) + rot * sin).astype(x.dtype)
 
+    def _paged(self, q: mx.array, kvg: mx.array, mask: mx.array) -> mx.array:
+        """q (B, T, nh, D); kvg (B, S, 2 nkv, D) gathered keys then values; mask (B, 1, T, S)
+        -> (B, T, nh, D). A KV head's query heads ride along its T axis, so the matmuls
+        read the gathered keys and values in place instead of broadcasting them over
+        the query heads (a copy per layer in the generic attention)."""
+        B, T, nh, D = q.shape
+        nkv = self.n_kv_heads
+        rep = nh // nkv
+        qg = (q * self.scale).reshape(B, T, nkv, rep, D).transpose(0, 2, 1, 3, 4).reshape(B, nkv, T * rep, D)
+        scores = (qg @ kvg[:, :, :nkv].transpose(0, 2, 3, 1)).reshape(B, nkv, T, rep, -1)   # (B, nkv, T, rep, S)
+        scores = mx.where(mask[:, :, :, None], scores, -mx.inf)
+        p = mx.softmax(scores, axis=-1, precise=True).reshape(B, nkv, T * rep, -1)
+        out = (p @ kvg[:, :, nkv:].transpose(0, 2, 1, 3)).reshape(B, nkv, T, rep, D)         # (B, nkv, T, rep, D)
+        return out.transpose(0, 2, 1, 3, 4).reshape(B, T, nh, D)
+
     def __call__(self, x: mx.array, ctx: Optional[PassContext] = None,
                  kv: Optional[LayerKV] = None, select=None) -> mx.array:
         """x: (B, T, H) without ctx; (N, H) packed tokens with ctx. select: a (B, 1, T, S)
@@ -229,15 +244,14 @@ class Attention(nn.Module):
         kv.kv[ctx.write_slots] = new_kv
         outs = []
         for g, sel in zip(ctx.groups, select or [None] * len(ctx.groups)):
-            qg = g.rows(q).transpose(0, 2, 1, 3)                  # (B, nh, T, D)
             if g.fresh and sel is None:
                 # Nothing cached precedes these tokens: the causal kernel over the new keys
                 # avoids gathering them back and an explicit (T, S) mask.
-                kvg, mask = g.rows(new_kv), "causal"
+                kvg = g.rows(new_kv)
+                kg, vg = kvg[:, :, :nkv].transpose(0, 2, 1, 3), kvg[:, :, nkv:].transpose(0, 2, 1, 3)
+                out = mx.fast.scaled_dot_product_attention(g.rows(q).transpose(0, 2, 1, 3), kg, vg,
+                                                           scale=self.scale, mask="causal")
+                outs.append(out.transpose(0, 2, 1, 3))             # (B, T, nh, D)
             else:
-                kvg = kv.kv[g.read_slots]                          # (B, S, 2 nkv, D)
-                mask = g.mask if sel is None else (g.mask & sel)
-            kg, vg = kvg[:, :, :nkv].transpose(0, 2, 1, 3), kvg[:, :, nkv:].transpose(0, 2, 1, 3)
-            out = mx.fast.scaled_dot_product_attention(qg, kg, vg, scale=self.scale, mask=mask)
-            outs.append(out.transpose(0, 2, 1, 3))                 # (B, T, nh, D)
+                outs.append(self._paged(g.rows(q), kv.kv[g.read_slots], g.mask if sel is None else g.mask & sel))
         return ctx.packed(outs).reshape(x.shape[0], -1) @ self.fused.o_w
