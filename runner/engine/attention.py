@@ -9,6 +9,7 @@ share one pass.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 import mlx.core as mx
@@ -32,13 +33,20 @@ class RowGroup:
     block_size: int
     fresh: bool = False          # every row starts at position 0: attend to the new keys directly
 
-    def __post_init__(self) -> None:
+    # Derived on first use, so only inside the traced forward: the host-side layout never
+    # builds these graph nodes, and every layer of a pass shares one copy.
+    @cached_property
+    def read_slots(self) -> mx.array:
+        """(B, S): the pool slot of each row's key position s."""
         B, bs = self.table.shape[0], self.block_size
-        read = (self.table[:, :, None] * bs + mx.arange(bs, dtype=mx.int32)).reshape(B, -1)  # (B, S)
+        return (self.table[:, :, None] * bs + mx.arange(bs, dtype=mx.int32)).reshape(B, -1)
+
+    @cached_property
+    def mask(self) -> mx.array:
+        """(B, 1, T, S): key s visible to query t."""
         pos = self.starts[:, None] + mx.arange(self.T, dtype=mx.int32)                     # (B, T)
-        mask = mx.arange(read.shape[1], dtype=mx.int32)[None, None, :] <= pos[:, :, None]
-        object.__setattr__(self, "read_slots", read)          # (B, S): slot of key position s
-        object.__setattr__(self, "mask", mask[:, None])       # (B, 1, T, S): key s visible to query t
+        S = self.table.shape[1] * self.block_size
+        return (mx.arange(S, dtype=mx.int32)[None, None, :] <= pos[:, :, None])[:, None]
 
     def rows(self, a: mx.array) -> mx.array:
         """(N, ...) packed -> (B, T, ...)."""
