@@ -5,6 +5,7 @@ import time
 
 import mlx.core as mx
 import numpy as np
+from mlx.utils import tree_flatten
 
 from ..engine import Engine, RequestEvent
 from .stats import machine_line, ratio_spread, spread
@@ -66,7 +67,8 @@ def run(model_path: str, rounds: int, new_tokens: int) -> None:
                 results[("ours", case)].append(a[pick])
                 results[("mlx-lm", case)].append(b[pick])
     print(machine_line())
-    print(f"checkpoint: {engine.checkpoint_dir} ({sum(v.size for _, v in __import__('mlx.utils', fromlist=['tree_flatten']).tree_flatten(engine.model.parameters())) / 1e6:.2f}M params), "
+    n_params = sum(v.size for _, v in tree_flatten(engine.model.parameters()))
+    print(f"checkpoint: {engine.checkpoint_dir} ({n_params / 1e6:.2f}M params), "
           f"{rounds} interleaved rounds, {new_tokens} new tokens per sequence")
     print(f"{'case':<12} {'ours tok/s':>26} {'mlx-lm tok/s':>26} {'ours / mlx-lm':>22}")
     for case in cases:
