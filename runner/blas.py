@@ -7,8 +7,8 @@ and `runner bench` re-run themselves under it when it is installed (each has
 --no-openblas); the chip fingerprint records which BLAS a run used. LD_PRELOAD only
 takes effect when a process starts, hence re-exec. OpenBLAS's thread count is left to
 OPENBLAS_NUM_THREADS (recorded with results): pinned to one thread, this engine decoded
-no faster (1.01x over 12 interleaved rounds), while mlx-lm, which builds the next graph
-while the last one runs, gained about 15%. This file installs nothing: the
+no faster (1.01x over 12 interleaved rounds); mlx-lm, which builds the next graph while
+the last one runs, was about 15% faster in separate `runner bench` runs (not interleaved). This file installs nothing: the
 Makefile's `openblas` step (`apt-get install libopenblas0-pthread`) does.
 """
 from __future__ import annotations

@@ -53,7 +53,6 @@ class MTPLayer(DecoderLayer):
         self.hnorm = nn.RMSNorm(H, eps=args.rms_norm_eps)
         self.eh_proj = nn.Linear(2 * H, H, bias=False)
         self.shared_head_norm = nn.RMSNorm(H, eps=args.rms_norm_eps)
-
         self.eh_proj_t: Optional[Fused] = None  # fuse(): eh_proj's weight pre-transposed
 
     def fuse(self) -> None:
@@ -78,7 +77,6 @@ class Model(nn.Module):
             self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
         if with_mtp:
             self.mtp = MTPLayer(args)
-
         self.head_t: Optional[Fused] = None  # fuse(): the output projection pre-transposed
 
     def fuse(self) -> None:
