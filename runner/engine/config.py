@@ -118,6 +118,7 @@ class EngineConfig:
     prefill_offload: bool = False    # Apple Neural Engine offload: not on this hardware
     kv_block_size: int = 16          # tokens per KV block (paging and prefix-cache unit)
     compile: bool = True             # mx.compile the forward pass
+    pipeline: bool = True            # queue the next decode pass before reading this one's tokens
     seed: int = 0                    # sampling seed when a request gives none
 
     def __post_init__(self) -> None:
@@ -132,7 +133,7 @@ class EngineConfig:
             raise bad("index_topk", f"expected an integer >= 0, got {self.index_topk!r}")
         if self.dtype not in DTYPES:
             raise bad("dtype", f"expected one of {DTYPES}, got {self.dtype!r}")
-        for knob in ("mtp", "prefill_offload", "compile"):
+        for knob in ("mtp", "prefill_offload", "compile", "pipeline"):
             if not isinstance(getattr(self, knob), bool):
                 raise bad(knob, f"expected true or false, got {getattr(self, knob)!r}")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):

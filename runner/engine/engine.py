@@ -19,6 +19,7 @@ from .config import EngineConfig, ModelArgs
 from .draft_policy import DraftPolicy
 from .events import EventSink, PassEvent, RequestEvent
 from .forward import Forward
+from .lookahead import Launched, ahead_layout, continuing_rows
 from .model import Model
 from .mtp import MTPDrafter
 from .prefix_cache import PrefixCache
@@ -45,6 +46,9 @@ class Engine:
         self._pass_index = 0
         self._last_want = True       # the draft decision of the previous pass
         self._sha256: Optional[str] = None
+        self._queued: Optional[Launched] = None   # a pass launched ahead, not yet committed
+        self._decided: Optional[bool] = None      # draft decision taken when launching ahead
+        self.passes_queued = 0                    # passes launched ahead of the previous commit
 
     # ---- construction -------------------------------------------------------------
     @classmethod
@@ -105,7 +109,7 @@ class Engine:
         return rid
 
     def has_work(self) -> bool:
-        return bool(self.scheduler.waiting or self.scheduler.running)
+        return bool(self.scheduler.waiting or self.scheduler.running or self._queued)
 
     def generate(self, prompts: list[list[int]], max_new_tokens: int = 32, temperature: float = 0.0,
                  top_p: float = 1.0, seed: Optional[int] = None) -> list[list[int]]:
@@ -122,7 +126,7 @@ class Engine:
         (first-time tracing otherwise lands inside timed passes). Returns shapes traced."""
         if not self.config.compile:
             return 0
-        max_blocks = bucket(-(-(max_context + 2) // self.pool.block_size))
+        max_blocks = bucket(-(-(max_context + 4) // self.pool.block_size))  # + a queued pass's reach
         return self.forward.warm(self.config.max_batch_size, max_blocks, self.drafter is not None)
 
     def clear_prefix_cache(self) -> None:
@@ -139,29 +143,35 @@ class Engine:
 
     # ---- one pass -----------------------------------------------------------------
     def step(self) -> list[RequestEvent]:
+        """Commit one pass (launching it first unless it is already queued); before
+        waiting for it, queue the following pass when its inputs follow from this one."""
         t0 = time.perf_counter_ns()
-        self.scheduler.admit()
-        if not self.scheduler.running:
-            return []
-        width = len(self.scheduler.running)
-        plan = self.scheduler.plan(use_drafts=self.drafter is not None and self.policy.permits(width))
-        starts = [s.computed for s in plan.rows]
-        fused = self.drafter is not None and self.drafter.can_fuse(plan.rows, self._last_want)
-        logits, hidden, first, greedy, drafts = self._target_pass(plan, starts, fused)
-        emitted, oks = self._commit(plan, starts, logits, greedy)
-        accepted = sum(oks)
-        mtp_ran = self._draft_next(plan, starts, hidden, first, drafts, oks, fused)
+        cur, self._queued = self._queued, None
+        if cur is None:
+            self.scheduler.admit()
+            if not self.scheduler.running:
+                return []
+            cur = self._launch(t0)
+        self._queued = self._launch_ahead(cur)
+        plan = cur.plan
+        starts = [s.computed for s in plan.rows]     # host state now matches what cur assumed
+        greedy = cur.greedy.tolist()
+        drafts = cur.drafts.tolist() if cur.drafts is not None else None
+        emitted, oks = self._commit(plan, starts, cur.logits, greedy)
+        accepted, width = sum(oks), len(plan.rows)
+        mtp_ran = self._draft_next(plan, starts, cur.hidden, cur.first, drafts, oks, cur.fused)
         row_bytes = [self._row_bytes(s) for s in plan.rows]
         finished = self._retire(plan)
         self.prefix.evict_to_budget()
-        duration = time.perf_counter_ns() - t0
+        t_start = cur.t0 if not cur.ahead else t0
+        duration = time.perf_counter_ns() - t_start
         n_drafted = sum(plan.drafted)
         # The cost model learns from pure cases only: a drafting pass that ran the MTP, or
         # a plain pass that did not (lazy); under eager sync the MTP cost is sunk anyway.
         pure = self.drafter is None or self.drafter.eager or mtp_ran == (n_drafted > 0)
         if plan.kind == "decode" and pure:
             self.policy.observe(width, n_drafted > 0, duration, n_drafted, accepted)
-        self._emit(PassEvent(self._pass_index, t0, duration, plan.kind, width, plan.prefill_tokens,
+        self._emit(PassEvent(self._pass_index, t_start, duration, plan.kind, width, plan.prefill_tokens,
                              plan.decode_tokens, n_drafted, accepted, emitted, sum(row_bytes), max(row_bytes)))
         self._pass_index += 1
         for ev in finished:
@@ -174,15 +184,23 @@ class Engine:
         the fused pass already did). Returns whether the MTP layer ran in this pass."""
         if self.drafter is None:
             return False
-        live = sum(not s.finished for s in plan.rows) + len(self.scheduler.waiting)
-        want = self._last_want = self.policy.decide(min(live, self.config.max_batch_size))
+        if self._decided is not None:       # made when the next pass was launched ahead
+            want, self._decided = self._decided, None
+        else:
+            live = sum(not s.finished for s in plan.rows) + len(self.scheduler.waiting)
+            want = self._last_want = self.policy.decide(min(live, self.config.max_batch_size))
         if fused:
             self.drafter.adopt(plan.rows, drafts, oks, want)
         else:
             self.drafter.run(plan.rows, starts, hidden, first, want)
         return fused or self.drafter.eager or want
 
-    def _target_pass(self, plan: PassPlan, starts: list[int], fused: bool):
+    def _launch(self, t0: int) -> Launched:
+        """Plan the next pass from host state and queue it."""
+        width = len(self.scheduler.running)
+        plan = self.scheduler.plan(use_drafts=self.drafter is not None and self.policy.permits(width))
+        starts = [s.computed for s in plan.rows]
+        fused = self.drafter is not None and self.drafter.can_fuse(plan.rows, self._last_want)
         lens = [len(f) for f in plan.feeds]
         lay = build_layout(starts, lens, [s.blocks for s in plan.rows], self.pool.block_size,
                            t_cap=max(self.config.prefill_chunk, 2))
@@ -192,16 +210,63 @@ class Engine:
         for b, (feed, f) in enumerate(zip(plan.feeds, lay.first)):
             tokens[f:f + len(feed)] = feed
             out_index[b] = [f, f + 1][:K] if plan.drafted[b] else f + len(feed) - 1
+        drafts = None
         if fused:
             extra = self.drafter.fused_inputs(plan.rows, plan.feeds, plan.drafted, starts, lay.first, K, lay.n_tokens)
             logits, hidden, greedy, drafts = self.forward.main_and_draft(
                 mx.array(tokens), lay.ctx, mx.array(out_index), *map(mx.array, extra))
-            mx.eval(greedy, hidden, drafts)
-            return logits, hidden, lay.first, greedy.tolist(), drafts.tolist()
-        logits, hidden = self.forward.main(mx.array(tokens), lay.ctx, mx.array(out_index))
-        greedy = mx.argmax(logits, axis=-1)
-        mx.eval(greedy, hidden)
-        return logits, hidden, lay.first, greedy.tolist(), None
+        else:
+            logits, hidden = self.forward.main(mx.array(tokens), lay.ctx, mx.array(out_index))
+            greedy = mx.argmax(logits, axis=-1)
+        draft_in = mx.array([s.draft or 0 for s in plan.rows], mx.int32) if K == 2 else None
+        mx.async_eval(greedy, hidden, *([drafts] if fused else []))
+        return Launched(plan, t0, lay.first, logits, hidden, greedy, drafts, mx.array(starts, mx.int32),
+                        draft_in, fused)
+
+    def _launch_ahead(self, cur: Launched) -> Optional[Launched]:
+        """Queue the pass after `cur` before cur's tokens are known, when its inputs follow
+        from cur's outputs (see lookahead.py); None when they do not."""
+        plan = cur.plan
+        if not self.config.pipeline or plan.kind != "decode" or any(s.temperature > 0 for s in plan.rows):
+            return None
+        if self.drafter is not None and not cur.fused:
+            return None
+        keep = continuing_rows(cur)
+        if not keep:
+            return None
+        sched = self.scheduler
+        if sched.waiting and len(sched.running) - (len(plan.rows) - len(keep)) < self.config.max_batch_size:
+            return None                     # a slot may open: admit at the next planned pass
+        want = False
+        if self.drafter is not None:
+            want = self._decided = self._last_want = self.policy.decide(len(keep))
+            if not (want or self.drafter.eager):
+                return None
+        t0 = time.perf_counter_ns()
+        rows = [plan.rows[b] for b in keep]
+        T = 2 if want else 1
+        reach = [s.computed + len(plan.feeds[b]) + T for s, b in zip(rows, keep)]
+        for s, r in zip(rows, reach):
+            sched.ensure_blocks(s, r)
+        idx = mx.array(keep, mx.int32)
+        starts, token, draft = (x[idx] if x is not None else None for x in cur.next_inputs())
+        ctx = ahead_layout(rows, reach, starts, T, self.pool.block_size)
+        tokens = mx.stack([token, draft], axis=1).reshape(-1) if want else token
+        B = len(rows)
+        out_index = mx.arange(B * T, dtype=mx.int32).reshape(B, T)
+        nplan = PassPlan(rows, [[0] * T for _ in rows], [want] * B, 0, B * T)
+        drafts = None
+        if self.drafter is not None:
+            logits, hidden, greedy, drafts = self.forward.main_and_draft(
+                tokens, ctx, out_index, mx.zeros((B * T,), mx.int32), mx.arange(B * T, dtype=mx.int32),
+                mx.arange(B * T, dtype=mx.int32).reshape(B, T) if T == 2 else mx.repeat(mx.arange(B, dtype=mx.int32)[:, None], 2, axis=1))
+        else:
+            logits, hidden = self.forward.main(tokens, ctx, out_index)
+            greedy = mx.argmax(logits, axis=-1)
+        mx.async_eval(greedy, hidden, *([drafts] if drafts is not None else []))
+        self.passes_queued += 1
+        return Launched(nplan, t0, list(range(0, B * T, T)), logits, hidden, greedy, drafts, starts,
+                        draft if want else None, drafts is not None, ahead=True)
 
     def _commit(self, plan: PassPlan, starts: list[int], logits: mx.array, greedy: list[list[int]]):
         """Commit each row's tokens; returns (tokens emitted, per-row draft accepted)."""
@@ -210,6 +275,8 @@ class Engine:
         sampled = [b for b, s in enumerate(plan.rows) if s.temperature > 0]
         host_logits = dict(zip(sampled, np.array(logits[mx.array(sampled)]))) if sampled else {}
         for b, seq in enumerate(plan.rows):
+            if seq.finished:                # finished by the previous pass; a queued pass ran it anyway
+                continue
             end = starts[b] + len(plan.feeds[b])
             if end < len(seq.tokens) and not plan.drafted[b]:
                 seq.computed = end          # a prefill chunk that does not reach the prompt's end
@@ -224,6 +291,8 @@ class Engine:
         done, now = [], time.perf_counter_ns()
         mtp_on = self.drafter is not None
         for seq in plan.rows:
+            if seq.done_ns:                 # retired after an earlier pass
+                continue
             valid = min(seq.computed, seq.mtp_computed) if mtp_on else seq.computed
             if not seq.prefix_offered and (valid >= len(seq.prompt) or seq.finished):
                 self.prefix.insert(seq.prompt, seq.blocks, valid)
