@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from runner.engine import PassEvent, RequestEvent
+from runner.engine import Engine, PassEvent, RequestEvent
 
 prompts_st = st.lists(st.lists(st.integers(1, 300), min_size=1, max_size=40), min_size=1, max_size=6)
 
@@ -71,3 +71,15 @@ def test_finished_row_frees_its_slot_and_blocks_at_once(engine_cache):
                 assert eng.scheduler.running and all(s.request_id != 0 for s in eng.scheduler.running)
     # the third request was admitted in the pass right after the first finished
     assert widths[1] == (2, 1) and widths[2][0] == 2
+
+
+def test_pool_growth_keeps_every_row_state(engine_cache, tiny_checkpoint):
+    """Rows that outgrow the initial pool (64 blocks) keep their cached keys and values."""
+    prompts = [[(13 * i + 7 * j) % 290 + 1 for j in range(70 + 9 * i)] for i in range(4)]
+    alone = engine_cache(max_batch_size=1, kv_block_size=4)
+    expected = [alone.generate([p], max_new_tokens=6)[0] for p in prompts]
+    eng = Engine.from_pretrained(tiny_checkpoint, max_batch_size=4, kv_block_size=4, prefill_chunk=32,
+                                 mtp=True, compile=False)
+    before = eng.pool.n_blocks
+    assert eng.generate(prompts, max_new_tokens=6) == expected
+    assert eng.pool.n_blocks > before

@@ -8,7 +8,7 @@ share one pass.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Optional
 
@@ -68,6 +68,17 @@ class PassContext:
     from_rows: Optional[mx.array]  # (N,) int32: index into the groups' concatenated (B*T) rows;
                                    # None when there is one group and no padding
     rope: Optional[tuple] = None   # rope_table(positions): set by the forward, once a pass
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def pool_rows(self, heads: int, slots: int) -> tuple[mx.array, list[mx.array]]:
+        """Rows of a flat head-major pool (heads * slots, D) that this pass writes,
+        (heads * N,), and that each group reads, (heads, B, S). Built once a pass: every
+        layer of a model shares the pool's shape."""
+        if (heads, slots) not in self._memo:
+            base = mx.arange(heads, dtype=mx.int32)[:, None] * slots
+            self._memo[heads, slots] = ((base + self.write_slots).reshape(-1),
+                                        [base[:, :, None] + g.read_slots for g in self.groups])
+        return self._memo[heads, slots]
 
     def packed(self, outs: list[mx.array]) -> mx.array:
         """Per-group (B, T, ...) outputs -> (N, ...) packed."""
@@ -102,7 +113,10 @@ class LayerKV:
     """One layer's pooled state: keys and values in one array, so a pass writes them with
     one scatter and reads them with one gather; plus the indexer keys when indexing."""
 
-    kv: mx.array                   # (slots, 2 * n_kv_heads, head_dim): keys, then values
+    kv: mx.array                   # (2 * n_kv_heads * slots, head_dim): keys, then values, head-major
+                                   # (row = head * slots + slot), so a gather yields (heads, B, S, D),
+                                   # which the score and value matmuls read in place (a slot-major
+                                   # pool cost a copy of each per layer)
     ik: Optional[mx.array] = None  # (slots, index_head_dim) indexer keys, when indexing
 
     def arrays(self) -> list[mx.array]:
@@ -222,7 +236,7 @@ class Attention(nn.Module):
         return (plain * mx.where(f.normed, cos, 1.0) + rot * sin).astype(x.dtype)
 
     def _paged(self, q: mx.array, kvg: mx.array, mask: mx.array) -> mx.array:
-        """q (B, T, nh, D); kvg (B, S, 2 nkv, D) gathered keys then values; mask (B, 1, T, S)
+        """q (B, T, nh, D); kvg (2 nkv, B, S, D) gathered keys then values; mask (B, 1, T, S)
         -> (B, T, nh, D). A KV head's query heads ride along its T axis, so the matmuls
         read the gathered keys and values in place instead of broadcasting them over
         the query heads (a copy per layer in the generic attention)."""
@@ -230,10 +244,10 @@ class Attention(nn.Module):
         nkv = self.n_kv_heads
         rep = nh // nkv
         qg = (q * self.scale).reshape(B, T, nkv, rep, D).transpose(0, 2, 1, 3, 4).reshape(B, nkv, T * rep, D)
-        scores = (qg @ kvg[:, :, :nkv].transpose(0, 2, 3, 1)).reshape(B, nkv, T, rep, -1)   # (B, nkv, T, rep, S)
+        scores = (qg @ kvg[:nkv].transpose(1, 0, 3, 2)).reshape(B, nkv, T, rep, -1)     # (B, nkv, T, rep, S)
         scores = mx.where(mask[:, :, :, None], scores, -mx.inf)
         p = mx.softmax(scores, axis=-1, precise=True).reshape(B, nkv, T * rep, -1)
-        out = (p @ kvg[:, :, nkv:].transpose(0, 2, 1, 3)).reshape(B, nkv, T, rep, D)         # (B, nkv, T, rep, D)
+        out = (p @ kvg[nkv:].transpose(1, 0, 2, 3)).reshape(B, nkv, T, rep, D)           # (B, nkv, T, rep, D)
         return out.transpose(0, 2, 1, 3, 4).reshape(B, T, nh, D)
 
     def __call__(self, x: mx.array, ctx: Optional[PassContext] = None,
@@ -249,9 +263,11 @@ class Attention(nn.Module):
         nh, nkv = self.n_heads, self.n_kv_heads
         qkv = self._project_packed(x, ctx.rope)                  # (N, heads, D)
         q, new_kv = qkv[:, :nh], qkv[:, nh:]
-        kv.kv[ctx.write_slots] = new_kv
+        heads = 2 * nkv
+        write_rows, read_rows = ctx.pool_rows(heads, kv.kv.shape[0] // heads)
+        kv.kv[write_rows] = new_kv.swapaxes(0, 1).reshape(heads * x.shape[0], -1)
         outs = []
-        for g, sel in zip(ctx.groups, select or [None] * len(ctx.groups)):
+        for g, rows, sel in zip(ctx.groups, read_rows, select or [None] * len(ctx.groups)):
             if g.fresh and sel is None:
                 # Nothing cached precedes these tokens: the causal kernel over the new keys
                 # avoids gathering them back and an explicit (T, S) mask.
@@ -261,5 +277,5 @@ class Attention(nn.Module):
                                                            scale=self.scale, mask="causal")
                 outs.append(out.transpose(0, 2, 1, 3))             # (B, T, nh, D)
             else:
-                outs.append(self._paged(g.rows(q), kv.kv[g.read_slots], g.mask if sel is None else g.mask & sel))
+                outs.append(self._paged(g.rows(q), kv.kv[rows], g.mask if sel is None else g.mask & sel))
         return ctx.packed(outs).reshape(x.shape[0], -1) @ self.fused.o_w

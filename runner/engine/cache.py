@@ -26,7 +26,8 @@ class BlockPool:
                        for i in range(n_layers)]
         self.n_blocks = initial_blocks
         # Real bytes one block occupies across every layer's arrays (fixed: growth adds blocks).
-        self.block_bytes = block_size * sum(x.nbytes // x.shape[0] for kv in self.layers for x in kv.arrays())
+        slots = initial_blocks * block_size
+        self.block_bytes = block_size * sum(x.nbytes // slots for kv in self.layers for x in kv.arrays())
         self.refs = [0] * initial_blocks
         self.refs[SCRATCH_BLOCK] = 1
         self.free = list(range(initial_blocks - 1, 0, -1))  # pop() hands out low ids first
@@ -35,7 +36,7 @@ class BlockPool:
     def _empty_layer(self, n_blocks: int, indexed: bool) -> LayerKV:
         a, slots = self.args, n_blocks * self.block_size
         ik = mx.zeros((slots, a.index_head_dim), self.dtype) if indexed else None
-        return LayerKV(mx.zeros((slots, 2 * a.num_key_value_heads, a.head_dim), self.dtype), ik)
+        return LayerKV(mx.zeros((2 * a.num_key_value_heads * slots, a.head_dim), self.dtype), ik)
 
 
     def pool_bytes(self) -> int:
@@ -64,7 +65,9 @@ class BlockPool:
         old = self.n_blocks
         for kv in self.layers:
             extra = self._empty_layer(old, kv.ik is not None)
-            kv.kv = mx.concatenate([kv.kv, extra.kv])
+            heads = 2 * self.args.num_key_value_heads   # head-major rows: grow each head's run
+            kv.kv = mx.concatenate([kv.kv.reshape(heads, -1, kv.kv.shape[-1]),
+                                    extra.kv.reshape(heads, -1, kv.kv.shape[-1])], axis=1).reshape(-1, kv.kv.shape[-1])
             if kv.ik is not None:
                 kv.ik = mx.concatenate([kv.ik, extra.ik])
         self.n_blocks = 2 * old
