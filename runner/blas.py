@@ -5,15 +5,28 @@ of the tiny model took ~50 s with it and ~5 s with Debian's OpenBLAS preloaded (
 agree to 2.5e-6), and the engine decodes ~1.5x faster. `runner train-tiny`, `runner run`
 and `runner bench` re-run themselves under it when it is installed (each has
 --no-openblas); the chip fingerprint records which BLAS a run used. LD_PRELOAD only
-takes effect when a process starts, hence re-exec. OpenBLAS's thread count is left to
-OPENBLAS_NUM_THREADS (recorded with results): pinned to one thread, this engine decoded
-no faster (1.01x over 12 interleaved rounds); mlx-lm, which builds the next graph while
-the last one runs, was about 15% faster in separate `runner bench` runs (not interleaved). This file installs nothing: the
-Makefile's `openblas` step (`apt-get install libopenblas0-pthread`) does.
+takes effect when a process starts, hence re-exec.
+
+Two more settings come with the re-run, both recorded with results:
+- GEMM->GEMV forwarding (runner/native/gemv_forward_blas.c, compiled here with the
+  system C compiler on first use): Debian's OpenBLAS 0.3.21 packs both operands on every
+  sgemm, which for the one-to-four-row products of a decode pass costs more than the
+  arithmetic. Preloaded ahead of OpenBLAS, it hands those to sgemv, as newer OpenBLAS
+  releases do themselves. It serves every MLX user in the process alike (mlx-lm in
+  `runner bench` too). BOTHROWS_NO_GEMV_FORWARD (set to anything) leaves it out.
+- OPENBLAS_NUM_THREADS=1 unless set: the engine builds the next pass on the main
+  thread while MLX's worker runs the current one, and on a 2-core machine a second
+  OpenBLAS thread takes the core the main thread needs (measured with the pipelined
+  engine: b=1 decode 1.9x mlx-lm with one thread, 1.6x with the default two).
+This file installs nothing: the Makefile's `openblas` step (`apt-get install
+libopenblas0-pthread`) does.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Optional
@@ -24,10 +37,37 @@ OPENBLAS_CANDIDATES = (
 )
 _MARK = "BOTHROWS_BLAS_REEXEC"
 OPT_OUT = "BOTHROWS_NO_OPENBLAS"  # set (to anything) to keep the reference BLAS everywhere
+NO_FORWARD = "BOTHROWS_NO_GEMV_FORWARD"
+FORWARD_SOURCE = Path(__file__).parent / "native" / "gemv_forward_blas.c"
 
 
 def openblas_path() -> Optional[str]:
     return next((p for p in OPENBLAS_CANDIDATES if Path(p).exists()), None)
+
+
+def gemv_forward_library() -> Optional[str]:
+    """The compiled GEMM->GEMV forwarding library, built on first use into this Python
+    environment (named by its source's hash); None, with a note, when no compiler works."""
+    source = FORWARD_SOURCE.read_bytes()
+    out_dir = Path(sys.prefix) / "share" / "bothrows"
+    lib = out_dir / f"gemv_forward_blas-{hashlib.sha256(source).hexdigest()[:12]}.so"
+    if lib.exists():
+        return str(lib)
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        print("runner: no C compiler (cc): measuring without GEMM->GEMV forwarding", file=sys.stderr)
+        return None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = lib.with_suffix(f".{os.getpid()}.tmp")
+    done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(FORWARD_SOURCE), "-ldl"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        print(f"runner: compiling {FORWARD_SOURCE} failed, measuring without GEMM->GEMV forwarding:\n"
+              f"{done.stderr.strip()}", file=sys.stderr)
+        return None
+    tmp.replace(lib)                       # atomic: a concurrent run never loads a half-written file
+    return str(lib)
 
 
 def preloaded() -> Optional[str]:
@@ -54,21 +94,27 @@ def describe() -> str:
         return "MLX's bundled reference BLAS (no OpenBLAS preloaded)"
     real = os.path.realpath(lib)
     threads = os.environ.get("OPENBLAS_NUM_THREADS")
+    forward = next((p for p in os.environ.get("LD_PRELOAD", "").split(":") if "gemv_forward" in p), None)
     return (f"OpenBLAS preloaded ({lib} -> {real}); OPENBLAS_CORETYPE={core or 'unset'}, "
-            f"OPENBLAS_NUM_THREADS={threads or 'unset'}")
+            f"OPENBLAS_NUM_THREADS={threads or 'unset'}; GEMM->GEMV forwarding "
+            f"{'preloaded (' + forward + ')' if forward else 'off'}")
 
 
 def reexec_with_openblas(argv: list[str]) -> None:
     """Replace this process with `python -m runner.cli <argv>` under LD_PRELOAD=OpenBLAS
-    when the library exists and is not loaded yet; otherwise return and go on as is.
-    OPENBLAS_CORETYPE and OPENBLAS_NUM_THREADS, if set here, are inherited unchanged.
-    argv starts with the verb."""
+    (with GEMM->GEMV forwarding ahead of it) when the library exists and is not loaded
+    yet; otherwise return and go on as is. OPENBLAS_CORETYPE is inherited unchanged;
+    OPENBLAS_NUM_THREADS defaults to 1 (see the module notes). argv starts with the verb."""
     lib = openblas_path()
     if (sys.platform != "linux" or lib is None or preloaded() or os.environ.get(_MARK)
             or os.environ.get(OPT_OUT) or not _is_cli()):
         return
+    forward = None if os.environ.get(NO_FORWARD) else gemv_forward_library()
     env = dict(os.environ, **{_MARK: "1"})
-    env["LD_PRELOAD"] = ":".join(p for p in (lib, os.environ.get("LD_PRELOAD")) if p)
-    print(f"{argv[0]}: re-running with LD_PRELOAD={lib} (Debian's OpenBLAS instead of MLX's "
-          f"bundled reference BLAS; --no-openblas keeps the reference)", file=sys.stderr, flush=True)
+    env["LD_PRELOAD"] = ":".join(p for p in (forward, lib, os.environ.get("LD_PRELOAD")) if p)
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    print(f"{argv[0]}: re-running with LD_PRELOAD={env['LD_PRELOAD']} (Debian's OpenBLAS instead of MLX's "
+          f"bundled reference BLAS{', small products forwarded to gemv' if forward else ''}; "
+          f"OPENBLAS_NUM_THREADS={env['OPENBLAS_NUM_THREADS']}; --no-openblas keeps the reference)",
+          file=sys.stderr, flush=True)
     os.execve(sys.executable, [sys.executable, "-m", "runner.cli", *argv], env)

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 FIELDS = ("name", "device", "cores", "memory_bytes", "os", "mlx_version", "blas", "python")
-_BLAS_KINDS = (("openblas", "OpenBLAS"), ("mkl", "Intel MKL"), ("blis", "BLIS"),
+_BLAS_KINDS = (("gemv_forward", "sgemm of <= 4 rows forwarded to sgemv"), ("openblas", "OpenBLAS"), ("mkl", "Intel MKL"), ("blis", "BLIS"),
                ("accelerate", "Apple Accelerate"), ("libblas", "reference"))
 
 
@@ -74,6 +74,8 @@ def blas_library() -> str:
     described = []
     for lib in libs:
         kind = next((k for key, k in _BLAS_KINDS if key in lib.lower()), "unknown kind")
+        if kind == "OpenBLAS":   # its thread count changes decode speed (runner/blas.py)
+            kind += f", OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}"
         described.append(f"{lib} ({kind})")
     return ", ".join(described)
 
