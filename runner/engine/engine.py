@@ -23,7 +23,7 @@ from .lookahead import Launched, ahead_layout, continuing_rows
 from .model import Model
 from .mtp import MTPDrafter
 from .prefix_cache import PrefixCache
-from .scheduler import PassPlan, Scheduler, bucket, build_layout
+from .scheduler import PassPlan, Scheduler, build_layout
 from .sequence import Sequence
 from .speculative import choose, commit
 
@@ -126,7 +126,7 @@ class Engine:
         (first-time tracing otherwise lands inside timed passes). Returns shapes traced."""
         if not self.config.compile:
             return 0
-        max_blocks = bucket(-(-(max_context + 4) // self.pool.block_size))  # + a queued pass's reach
+        max_blocks = -(-(max_context + 4) // self.pool.block_size)  # + a queued pass's reach
         return self.forward.warm(self.config.max_batch_size, max_blocks, self.drafter is not None)
 
     def clear_prefix_cache(self) -> None:

@@ -113,11 +113,11 @@ class Forward:
 
     def warm(self, max_rows: int, max_blocks: int, with_mtp: bool) -> int:
         """Trace the compiled functions for every decode shape (rows x tokens per row x
-        read-slot bucket) up to these sizes, so no timed pass pays for tracing. Writes
-        only the scratch block. Returns how many shapes were traced."""
-        from .scheduler import build_layout
-        bs, traced, n_blocks = self.pool.block_size, 0, 1
-        while n_blocks <= max_blocks:
+        read width) for rows of up to max_blocks blocks, so no timed pass pays for
+        tracing. Writes only the scratch block. Returns how many shapes were traced."""
+        from .scheduler import block_buckets_upto, build_layout
+        bs, traced = self.pool.block_size, 0
+        for n_blocks in block_buckets_upto(max_blocks):
             blocks = [0] * n_blocks
             for B in range(1, max_rows + 1):
                 for n_two in (range(B + 1) if with_mtp else (0,)):
@@ -133,7 +133,6 @@ class Forward:
                                                         zeros - 1, mx.zeros((B, 2), mx.int32)))
                     mx.eval(outs)
                     traced += 1
-            n_blocks *= 2
         return traced
 
     @staticmethod
