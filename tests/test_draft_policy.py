@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runner.engine.config import EngineConfig
-from runner.engine.draft_policy import REFRESH_EVERY, DraftPolicy
+from runner.engine.draft_policy import REFRESH_EVERY, REFRESH_LEN, WINDOW, DraftPolicy
 
 
 def policy(name: str) -> DraftPolicy:
@@ -43,10 +43,10 @@ def test_adaptive_drafts_when_accepted_tokens_pay_for_the_wider_verify():
 def test_adaptive_stops_when_they_do_not():
     p = policy("adaptive")
     feed(p, 4, cost_draft=2.0e6, cost_plain=1.0e6, acceptance=0.8)   # 1.8 tokens for 2x the time
-    decisions = [p.decide(4) for _ in range(4 * REFRESH_EVERY)]
-    assert sum(decisions) == 4      # only the periodic re-measurement drafts
+    decisions = [p.decide(4) for _ in range(4 * REFRESH_EVERY - 1)]
+    assert sum(decisions) == 3 * REFRESH_LEN     # only the periodic re-measurements draft
     feed(p, 4, cost_draft=1.0e6, cost_plain=1.0e6, acceptance=0.0)   # free drafts that never hit
-    assert not any(p.decide(4) for _ in range(REFRESH_EVERY - 1))
+    assert sum(p.decide(4) for _ in range(REFRESH_EVERY)) == REFRESH_LEN
 
 
 def test_adaptive_is_per_width():
@@ -70,3 +70,13 @@ def test_near_break_even_keeps_the_current_branch():
     assert p.decide(2)                   # stays drafting within the margin
     p.drafting[2] = False
     assert not p.decide(2)               # and stays plain within it
+
+
+def test_cost_is_the_median_of_recent_steady_passes():
+    p = policy("adaptive")
+    feed(p, 1, cost_draft=1.2e6, cost_plain=1.0e6, acceptance=0.8)
+    p.observe(1, False, int(9e6), 0, 0)                               # one outlier: no effect
+    assert p.cost((1, False)) == 1.0e6
+    for _ in range(WINDOW // 2 + 1):                                  # a lasting change: adopted
+        p.observe(1, False, int(3e6), 0, 0)
+    assert p.cost((1, False)) == 3e6 and p.decide(1)

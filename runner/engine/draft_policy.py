@@ -1,15 +1,21 @@
 """Which passes draft. Fixed policies look only at the pass width; `adaptive` keeps an
 online cost model from the engine's own measured decode-pass durations, by width and
 by verify shape (with or without drafts), and a rolling acceptance rate, and drafts
-when the expected accepted tokens pay for the wider verify."""
+when the expected accepted tokens pay for the wider verify.
+
+A shape's cost is the median of its last few steady passes (the engine feeds only
+passes between two of the same shape, so switching costs, such as a lazy MTP catching
+up or the pipeline restarting, never count): a one-off slow pass cannot flip it."""
 from __future__ import annotations
 
+from collections import deque
+from statistics import median
 from typing import Optional
 
-EMA = 0.2            # weight of the newest observation
-REFRESH_EVERY = 64   # re-measure the branch not taken once in this many decisions
-OUTLIER = 2.0        # a pass slower than this many times the estimate counts as this (a
-                     # one-off compile or a noisy neighbour must not flip the decision)
+EMA = 0.2            # weight of the newest acceptance observation
+WINDOW = 5           # steady passes per shape whose median is its cost
+REFRESH_EVERY = 64   # re-measure the branch not taken once in this many decisions ...
+REFRESH_LEN = 4      # ... for this many passes in a row, so some of them are steady
 SWITCH_MARGIN = 0.05 # leave the current branch only when the other pays by this much
 
 
@@ -17,7 +23,7 @@ class DraftPolicy:
     def __init__(self, policy: str, max_width: Optional[int]):
         self.adaptive = policy == "adaptive"
         self.max_width = max_width          # None: no fixed limit
-        self.cost: dict[tuple[int, bool], float] = {}
+        self.recent: dict[tuple[int, bool], deque] = {}
         self.acceptance = 0.5               # prior until drafts are observed
         self.decisions: dict[int, int] = {}
         self.drafting: dict[int, bool] = {}  # the branch currently taken, per width
@@ -32,7 +38,7 @@ class DraftPolicy:
             return False
         if not self.adaptive:
             return self.permits(width)
-        with_d, without = self.cost.get((width, True)), self.cost.get((width, False))
+        with_d, without = self.cost((width, True)), self.cost((width, False))
         if with_d is None or without is None:
             return with_d is None          # measure both shapes before trusting either
         n = self.decisions[width] = self.decisions.get(width, 0) + 1
@@ -40,14 +46,17 @@ class DraftPolicy:
         current = self.drafting.get(width, gain > 1.0)
         pays = gain > 1.0 - SWITCH_MARGIN if current else gain > 1.0 + SWITCH_MARGIN
         self.drafting[width] = pays
-        return (not pays) if n % REFRESH_EVERY == 0 else pays
+        return (not pays) if n % REFRESH_EVERY < REFRESH_LEN and n > REFRESH_LEN else pays
+
+    def cost(self, key: tuple[int, bool]) -> Optional[float]:
+        """Median duration of the last steady passes of this (width, drafted) shape."""
+        seen = self.recent.get(key)
+        return median(seen) if seen else None
 
     def observe(self, width: int, drafted: bool, duration_ns: int, n_drafts: int, n_accepted: int) -> None:
-        """Feed one pure-decode pass back into the model."""
+        """Feed one steady decode pass back into the model."""
         if not self.adaptive:
             return
-        key = (width, drafted)
-        old = self.cost.get(key)
-        self.cost[key] = duration_ns if old is None else (1 - EMA) * old + EMA * min(duration_ns, OUTLIER * old)
+        self.recent.setdefault((width, drafted), deque(maxlen=WINDOW)).append(duration_ns)
         if n_drafts:
             self.acceptance = (1 - EMA) * self.acceptance + EMA * (n_accepted / n_drafts)

@@ -19,11 +19,12 @@ from .config import EngineConfig, ModelArgs
 from .draft_policy import DraftPolicy
 from .events import EventSink, PassEvent, RequestEvent
 from .forward import Forward
-from .lookahead import Launched, ahead_layout, continuing_rows
+from .launch import Launcher
+from .lookahead import Launched
 from .model import Model
 from .mtp import MTPDrafter
 from .prefix_cache import PrefixCache
-from .scheduler import PassPlan, Scheduler, build_layout
+from .scheduler import PassPlan, Scheduler
 from .sequence import Sequence
 from .speculative import choose, commit
 
@@ -42,13 +43,12 @@ class Engine:
         self.forward = Forward(model, self.pool, config.index_topk, config.compile)
         self.policy = DraftPolicy(config.draft_policy, config.draft_max_width)
         self.drafter = MTPDrafter(self.forward, self.pool, config.mtp_sync) if config.mtp else None
+        self.launcher = Launcher(self.forward, self.scheduler, self.drafter, self.policy, config)
         self._next_id = 0
         self._pass_index = 0
-        self._last_want = True       # the draft decision of the previous pass
         self._sha256: Optional[str] = None
         self._queued: Optional[Launched] = None   # a pass launched ahead, not yet committed
-        self._decided: Optional[bool] = None      # draft decision taken when launching ahead
-        self.passes_queued = 0                    # passes launched ahead of the previous commit
+        self._last_branch: Optional[tuple] = None # (kind, width, drafted) of the last committed pass
 
     # ---- construction -------------------------------------------------------------
     @classmethod
@@ -108,6 +108,11 @@ class Engine:
                                     rng, time.perf_counter_ns()))
         return rid
 
+    @property
+    def passes_queued(self) -> int:
+        """Passes launched ahead of the previous pass's commit (pipelining at work)."""
+        return self.launcher.passes_queued
+
     def has_work(self) -> bool:
         return bool(self.scheduler.waiting or self.scheduler.running or self._queued)
 
@@ -151,25 +156,30 @@ class Engine:
             self.scheduler.admit()
             if not self.scheduler.running:
                 return []
-            cur = self._launch(t0)
-        self._queued = self._launch_ahead(cur)
+            cur = self.launcher.launch(t0)
+        self._queued = self.launcher.launch_ahead(cur)
         plan = cur.plan
         starts = [s.computed for s in plan.rows]     # host state now matches what cur assumed
         greedy = cur.greedy.tolist()
         drafts = cur.drafts.tolist() if cur.drafts is not None else None
         emitted, oks = self._commit(plan, starts, cur.logits, greedy)
         accepted, width = sum(oks), len(plan.rows)
-        mtp_ran = self._draft_next(plan, starts, cur.hidden, cur.first, drafts, oks, cur.fused)
+        mtp_ran = self._draft_next(plan, starts, cur.hidden, cur.first, drafts, cur.fused)
         row_bytes = [self._row_bytes(s) for s in plan.rows]
         finished = self._retire(plan)
         self.prefix.evict_to_budget()
         t_start = cur.t0 if not cur.ahead else t0
         duration = time.perf_counter_ns() - t_start
         n_drafted = sum(plan.drafted)
-        # The cost model learns from pure cases only: a drafting pass that ran the MTP, or
-        # a plain pass that did not (lazy); under eager sync the MTP cost is sunk anyway.
+        # The cost model learns from pure, steady passes only: a drafting pass that ran the
+        # MTP or a plain pass that did not (lazy; under eager sync the MTP cost is sunk),
+        # between passes of its own shape and pipelining regime (a switch costs extra).
         pure = self.drafter is None or self.drafter.eager or mtp_ran == (n_drafted > 0)
-        if plan.kind == "decode" and pure:
+        branch, nxt = (plan.kind, width, n_drafted > 0), self._queued
+        steady = (branch == self._last_branch and cur.ahead == (nxt is not None)
+                  and (nxt is None or (nxt.plan.kind, len(nxt.plan.rows), any(nxt.plan.drafted)) == branch))
+        self._last_branch = branch
+        if plan.kind == "decode" and pure and steady:
             self.policy.observe(width, n_drafted > 0, duration, n_drafted, accepted)
         self._emit(PassEvent(self._pass_index, t_start, duration, plan.kind, width, plan.prefill_tokens,
                              plan.decode_tokens, n_drafted, accepted, emitted, sum(row_bytes), max(row_bytes)))
@@ -179,94 +189,20 @@ class Engine:
         return finished
 
     def _draft_next(self, plan: PassPlan, starts: list[int], hidden, first: list[int], drafts,
-                    oks: list[bool], fused: bool) -> bool:
+                    fused: bool) -> bool:
         """Decide whether the next pass drafts and bring the MTP up to date (or book what
         the fused pass already did). Returns whether the MTP layer ran in this pass."""
         if self.drafter is None:
             return False
-        if self._decided is not None:       # made when the next pass was launched ahead
-            want, self._decided = self._decided, None
-        else:
+        want = self.launcher.take_decision()      # made when the next pass was launched ahead
+        if want is None:
             live = sum(not s.finished for s in plan.rows) + len(self.scheduler.waiting)
-            want = self._last_want = self.policy.decide(min(live, self.config.max_batch_size))
+            want = self.launcher.last_want = self.policy.decide(min(live, self.config.max_batch_size))
         if fused:
-            self.drafter.adopt(plan.rows, drafts, oks, want)
+            self.drafter.adopt(plan.rows, drafts, want)
         else:
             self.drafter.run(plan.rows, starts, hidden, first, want)
         return fused or self.drafter.eager or want
-
-    def _launch(self, t0: int) -> Launched:
-        """Plan the next pass from host state and queue it."""
-        width = len(self.scheduler.running)
-        plan = self.scheduler.plan(use_drafts=self.drafter is not None and self.policy.permits(width))
-        starts = [s.computed for s in plan.rows]
-        fused = self.drafter is not None and self.drafter.can_fuse(plan.rows, self._last_want)
-        lens = [len(f) for f in plan.feeds]
-        lay = build_layout(starts, lens, [s.blocks for s in plan.rows], self.pool.block_size,
-                           t_cap=max(self.config.prefill_chunk, 2))
-        tokens = np.zeros(lay.n_tokens, np.int32)
-        K = 2 if any(plan.drafted) else 1
-        out_index = np.zeros((len(lens), K), np.int32)
-        for b, (feed, f) in enumerate(zip(plan.feeds, lay.first)):
-            tokens[f:f + len(feed)] = feed
-            out_index[b] = [f, f + 1][:K] if plan.drafted[b] else f + len(feed) - 1
-        drafts = None
-        if fused:
-            extra = self.drafter.fused_inputs(plan.rows, plan.feeds, plan.drafted, starts, lay.first, K, lay.n_tokens)
-            logits, hidden, greedy, drafts = self.forward.main_and_draft(
-                mx.array(tokens), lay.ctx, mx.array(out_index), *map(mx.array, extra))
-        else:
-            logits, hidden = self.forward.main(mx.array(tokens), lay.ctx, mx.array(out_index))
-            greedy = mx.argmax(logits, axis=-1)
-        draft_in = mx.array([s.draft or 0 for s in plan.rows], mx.int32) if K == 2 else None
-        mx.async_eval(greedy, hidden, *([drafts] if fused else []))
-        return Launched(plan, t0, lay.first, logits, hidden, greedy, drafts, mx.array(starts, mx.int32),
-                        draft_in, fused)
-
-    def _launch_ahead(self, cur: Launched) -> Optional[Launched]:
-        """Queue the pass after `cur` before cur's tokens are known, when its inputs follow
-        from cur's outputs (see lookahead.py); None when they do not."""
-        plan = cur.plan
-        if not self.config.pipeline or plan.kind != "decode" or any(s.temperature > 0 for s in plan.rows):
-            return None
-        if self.drafter is not None and not cur.fused:
-            return None
-        keep = continuing_rows(cur)
-        if not keep:
-            return None
-        sched = self.scheduler
-        if sched.waiting and len(sched.running) - (len(plan.rows) - len(keep)) < self.config.max_batch_size:
-            return None                     # a slot may open: admit at the next planned pass
-        want = False
-        if self.drafter is not None:
-            want = self._decided = self._last_want = self.policy.decide(len(keep))
-            if not (want or self.drafter.eager):
-                return None
-        t0 = time.perf_counter_ns()
-        rows = [plan.rows[b] for b in keep]
-        T = 2 if want else 1
-        reach = [s.computed + len(plan.feeds[b]) + T for s, b in zip(rows, keep)]
-        for s, r in zip(rows, reach):
-            sched.ensure_blocks(s, r)
-        idx = mx.array(keep, mx.int32)
-        starts, token, draft = (x[idx] if x is not None else None for x in cur.next_inputs())
-        ctx = ahead_layout(rows, reach, starts, T, self.pool.block_size)
-        tokens = mx.stack([token, draft], axis=1).reshape(-1) if want else token
-        B = len(rows)
-        out_index = mx.arange(B * T, dtype=mx.int32).reshape(B, T)
-        nplan = PassPlan(rows, [[0] * T for _ in rows], [want] * B, 0, B * T)
-        drafts = None
-        if self.drafter is not None:
-            logits, hidden, greedy, drafts = self.forward.main_and_draft(
-                tokens, ctx, out_index, mx.zeros((B * T,), mx.int32), mx.arange(B * T, dtype=mx.int32),
-                mx.arange(B * T, dtype=mx.int32).reshape(B, T) if T == 2 else mx.repeat(mx.arange(B, dtype=mx.int32)[:, None], 2, axis=1))
-        else:
-            logits, hidden = self.forward.main(tokens, ctx, out_index)
-            greedy = mx.argmax(logits, axis=-1)
-        mx.async_eval(greedy, hidden, *([drafts] if drafts is not None else []))
-        self.passes_queued += 1
-        return Launched(nplan, t0, list(range(0, B * T, T)), logits, hidden, greedy, drafts, starts,
-                        draft if want else None, drafts is not None, ahead=True)
 
     def _commit(self, plan: PassPlan, starts: list[int], logits: mx.array, greedy: list[list[int]]):
         """Commit each row's tokens; returns (tokens emitted, per-row draft accepted)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import partial
+from typing import Optional
 
 import mlx.core as mx
 
@@ -41,15 +42,15 @@ class Forward:
         self._wrap = mx.compile if compile else (lambda f: f)
         self._compiled: dict[tuple, object] = {}
 
-    def _fn(self, name: str, spec: tuple, n_tokens: int, eager: bool = False):
+    def _fn(self, name: str, static: tuple, n_tokens: int, eager: bool = False):
         """The function for this pass structure (row groups and padding change the graph,
         so each gets its own). Long passes run eagerly: measured here, compiling a
         512-token prefill made it slower, while decode passes gain about a third."""
         if eager or n_tokens > COMPILE_MAX_TOKENS:
-            return partial(getattr(self, name), spec)
-        key = (name, spec)
+            return partial(getattr(self, name), *static)
+        key = (name, static)
         if key not in self._compiled:
-            self._compiled[key] = self._wrap(partial(getattr(self, name), spec))
+            self._compiled[key] = self._wrap(partial(getattr(self, name), *static))
         return self._compiled[key]
 
     def _context(self, spec, arrays) -> tuple[PassContext, list]:
@@ -68,9 +69,12 @@ class Forward:
         out = self.model.mtp(hidden, self.model.embed_tokens(next_tokens), ctx, kv)  # (N, H)
         return (self.model.head(out[last_index]).astype(mx.float32), *_pack([kv]))  # (R, V)
 
-    def _main_draft(self, spec, tokens, out_index, next_known, next_from, cand_index, *arrays):
+    def _main_draft(self, spec, with_drafts, tokens, out_index, next_known, next_from, cand_index, draft_in,
+                    drafted, *arrays):
         """Target pass and eager MTP in one graph (greedy rows): the MTP's next tokens are
-        the ones the host knows (prompt) or the target's own argmax, so no round trip."""
+        the ones the host knows (prompt) or the target's own argmax, so no round trip. The
+        row's draft check runs here too, so the MTP head drafts from one position a row:
+        the draft's own when it was accepted, the row's first otherwise."""
         ctx, pool_arrays = self._context(spec, arrays)
         kv = _unpack(pool_arrays, self.pool.layers)                          # main layers + MTP layer
         h = self.model.hidden_states(tokens, ctx, kv[:-1], self.index_topk)  # (N, H)
@@ -78,26 +82,37 @@ class Forward:
         greedy = mx.argmax(logits, axis=-1)                                  # (B, K)
         nxt = mx.where(next_from >= 0, greedy.reshape(-1)[mx.maximum(next_from, 0)], next_known)
         out = self.model.mtp(h, self.model.embed_tokens(nxt), ctx, kv[-1])  # (N, H)
-        drafts = mx.argmax(self.model.head(out[cand_index]), axis=-1)        # (B, 2): if rejected, if accepted
+        if not with_drafts:
+            return (logits, h, greedy, *_pack(kv))
+        ok = drafted & (greedy[:, 0] == draft_in)
+        drafts = mx.argmax(self.model.head(out[mx.where(ok, cand_index[:, 1], cand_index[:, 0])]), axis=-1)  # (B,)
         return (logits, h, greedy, drafts, *_pack(kv))
 
     def main_and_draft(self, tokens: mx.array, ctx: PassContext, out_index: mx.array, next_known: mx.array,
-                       next_from: mx.array, cand_index: mx.array):
-        """-> (logits (B, K, V), hidden (N, H), greedy (B, K), drafts (B, 2)).
+                       next_from: mx.array, cand_index: mx.array, draft_in: Optional[mx.array],
+                       drafted: mx.array, with_drafts: bool):
+        """-> (logits (B, K, V), hidden (N, H), greedy (B, K), drafts (B,) or None).
         next_known (N,): the token after each packed position where the host knows it;
-        next_from (N,): else the index into greedy.flatten() that holds it (-1: known)."""
+        next_from (N,): else the index into greedy.flatten() that holds it (-1: known);
+        cand_index (B, 2): the packed position to draft from if the row's draft is
+        rejected / accepted; draft_in (B,), drafted (B,) bool: the drafts verified (None:
+        no row carries one); with_drafts False skips the MTP head (drafts None)."""
         layers = self.pool.layers
         spec, ctx_arrays = ctx.flatten()
-        logits, hidden, greedy, drafts, *arrays = self._fn("_main_draft", spec, tokens.shape[0])(
-            tokens, out_index, next_known, next_from, cand_index, *ctx_arrays, *_pack(layers))
-        self._store(layers, arrays)
-        return logits, hidden, greedy, drafts
+        if draft_in is None:
+            draft_in = mx.zeros(drafted.shape, mx.int32)
+        fn = self._fn("_main_draft", (spec, with_drafts), tokens.shape[0])
+        outs = fn(tokens, out_index, next_known, next_from, cand_index, draft_in, drafted, *ctx_arrays, *_pack(layers))
+        n_out = 4 if with_drafts else 3
+        self._store(layers, outs[n_out:])
+        logits, hidden, greedy = outs[:3]
+        return logits, hidden, greedy, outs[3] if with_drafts else None
 
     def main(self, tokens: mx.array, ctx: PassContext, out_index: mx.array) -> tuple[mx.array, mx.array]:
         """tokens (N,) packed; out_index (B, K) packed positions whose logits are wanted."""
         layers = self.pool.layers[:self.n_main]
         spec, ctx_arrays = ctx.flatten()
-        logits, hidden, *arrays = self._fn("_main", spec, tokens.shape[0])(tokens, out_index, *ctx_arrays, *_pack(layers))
+        logits, hidden, *arrays = self._fn("_main", (spec,), tokens.shape[0])(tokens, out_index, *ctx_arrays, *_pack(layers))
         self._store(layers, arrays)
         return logits, hidden
 
@@ -107,7 +122,7 @@ class Forward:
         eager: skip compilation (a lazy catch-up has a one-off shape; tracing it costs more)."""
         layer = self.pool.layers[self.n_main]
         spec, ctx_arrays = ctx.flatten()
-        logits, *arrays = self._fn("_mtp", spec, hidden.shape[0], eager)(hidden, next_tokens, last_index, *ctx_arrays, *_pack([layer]))
+        logits, *arrays = self._fn("_mtp", (spec,), hidden.shape[0], eager)(hidden, next_tokens, last_index, *ctx_arrays, *_pack([layer]))
         self._store([layer], arrays)
         return logits
 
@@ -129,8 +144,11 @@ class Forward:
                     outs = [logits, hidden]
                     if with_mtp:
                         outs.append(self.mtp(hidden, zeros, lay.ctx, mx.zeros((B,), mx.int32)))
-                        outs.extend(self.main_and_draft(zeros, lay.ctx, mx.zeros((B, K), mx.int32), zeros,
-                                                        zeros - 1, mx.zeros((B, 2), mx.int32)))
+                        for with_drafts in (True, False):
+                            outs.extend(o for o in self.main_and_draft(
+                                zeros, lay.ctx, mx.zeros((B, K), mx.int32), zeros, zeros - 1,
+                                mx.zeros((B, 2), mx.int32), None, mx.zeros((B,), mx.bool_), with_drafts)
+                                if o is not None)
                     mx.eval(outs)
                     traced += 1
         return traced

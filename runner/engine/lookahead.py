@@ -38,7 +38,7 @@ class Launched:
     logits: mx.array              # (B, K, V)
     hidden: mx.array              # (N, H)
     greedy: mx.array              # (B, K) argmax at the logit positions
-    drafts: Optional[mx.array]    # (B, 2) fused MTP candidates (if rejected, if accepted)
+    drafts: Optional[mx.array]    # (B,) the fused MTP's draft for each row's next pass
     starts: mx.array              # (B,) start position of each row, in the graph
     draft_in: Optional[mx.array]  # (B,) the draft each row verifies (drafted rows)
     fused: bool
@@ -46,14 +46,12 @@ class Launched:
 
     def next_inputs(self) -> tuple[mx.array, mx.array, Optional[mx.array]]:
         """In the graph: each row's next start, next token and next draft, as the host
-        will commit them (accepted draft -> advance 2, bonus token, 'accepted' candidate)."""
+        will commit them (an accepted draft advances the row by two, bonus token next)."""
         g0 = self.greedy[:, 0]
         if self.draft_in is None:
-            return self.starts + 1, g0, None if self.drafts is None else self.drafts[:, 0]
+            return self.starts + 1, g0, self.drafts
         ok = mx.array(self.plan.drafted) & (g0 == self.draft_in)
-        token = mx.where(ok, self.greedy[:, -1], g0)
-        draft = None if self.drafts is None else mx.where(ok, self.drafts[:, 1], self.drafts[:, 0])
-        return self.starts + 1 + ok.astype(mx.int32), token, draft
+        return self.starts + 1 + ok.astype(mx.int32), mx.where(ok, self.greedy[:, -1], g0), self.drafts
 
 
 def continuing_rows(cur: Launched) -> list[int]:

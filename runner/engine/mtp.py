@@ -76,7 +76,8 @@ class MTPDrafter:
         """(next_known, next_from, candidates) for Forward.main_and_draft. The pair at
         position i needs token i+1: from the prompt when known, else the target's argmax
         at this pass (first output token, committed token, bonus). candidates[b]: the
-        packed positions whose MTP output drafts if the row's draft is rejected / accepted."""
+        packed positions whose MTP output drafts if the row's draft is rejected / accepted
+        (the graph picks one)."""
         known, src = np.zeros(n_tokens, np.int32), np.full(n_tokens, -1, np.int32)
         cand = np.zeros((len(rows), 2), np.int32)
         for b, (seq, feed, f, s) in enumerate(zip(rows, feeds, first, starts)):
@@ -90,13 +91,14 @@ class MTPDrafter:
             cand[b] = [f, f + 1] if drafted[b] else [f + n - 1] * 2
         return known, src, cand
 
-    def adopt(self, rows: list[Sequence], drafts: list[list[int]], accepted: list[bool], want_drafts: bool) -> None:
-        """Book the MTP work a fused pass did: every live row's MTP is in step again."""
-        for seq, cand, ok in zip(rows, drafts, accepted):
+    def adopt(self, rows: list[Sequence], drafts: list[int] | None, want_drafts: bool) -> None:
+        """Book the MTP work a fused pass did: every live row's MTP is in step again.
+        drafts: the pass's draft per row (None: its MTP head was skipped)."""
+        for b, seq in enumerate(rows):
             if seq.finished:
                 continue
             seq.mtp_computed = seq.computed
-            seq.draft = cand[1 if ok else 0] if want_drafts and not seq.prefilling else None
+            seq.draft = drafts[b] if drafts is not None and want_drafts and not seq.prefilling else None
             seq.draft_probs = None
 
     @staticmethod
