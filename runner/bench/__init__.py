@@ -14,6 +14,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="tiny", help="checkpoint dir or shipped name (default: tiny)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default: 5)")
     p.add_argument("--tokens", type=int, default=128, help="new tokens per sequence (default: 128)")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="back-to-back runs of each cell per round, the fastest kept: a run of a few "
+                        "hundred ms on a shared machine is often hit by a neighbour (default: 3)")
     p.add_argument("--no-openblas", action="store_true",
                    help="keep MLX's bundled reference BLAS (default: re-run under Debian's OpenBLAS when installed)")
     p.add_argument("--mtp", action="store_true", help="run the MTP A/B instead of the mlx-lm comparison")
@@ -23,16 +26,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from .. import blas
+    if args.rounds < 1 or args.repeats < 1:
+        print("runner bench: --rounds and --repeats must be at least 1")
+        return 2
     from ..engine.checkpoint import CheckpointError
     if not args.no_openblas:
         blas.reexec_with_openblas(blas.argv_from("bench"))
     try:
         if args.mtp:
             from .mtp_ab import run
-            run(args.model, args.rounds, args.tokens, args.arms.split(","))
+            run(args.model, args.rounds, args.tokens, args.arms.split(","), args.repeats)
         else:
             from .versus_mlx_lm import run
-            run(args.model, args.rounds, args.tokens)
+            run(args.model, args.rounds, args.tokens, args.repeats)
     except CheckpointError as e:
         print(f"runner bench: {e}")
         return 2
