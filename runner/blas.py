@@ -8,12 +8,14 @@ and `runner bench` re-run themselves under it when it is installed (each has
 takes effect when a process starts, hence re-exec.
 
 Two more settings come with the re-run, both recorded with results:
-- GEMM->GEMV forwarding (runner/native/gemv_forward_blas.c, compiled here with the
-  system C compiler on first use): Debian's OpenBLAS 0.3.21 packs both operands on every
-  sgemm, which for the one-to-four-row products of a decode pass costs more than the
-  arithmetic. Preloaded ahead of OpenBLAS, it hands those to sgemv, as newer OpenBLAS
-  releases do themselves. It serves every MLX user in the process alike (mlx-lm in
-  `runner bench` too). BOTHROWS_NO_GEMV_FORWARD (set to anything) leaves it out.
+- Small-row sgemm (runner/native/small_sgemm_blas.c, compiled here with the system C
+  compiler on first use): Debian's OpenBLAS 0.3.21 packs both operands on every sgemm,
+  which for the one-to-four-row products of a decode pass costs more than the
+  arithmetic. Preloaded ahead of OpenBLAS, it serves those with sgemv (one row, as newer
+  OpenBLAS releases do themselves) or with small AVX2 kernels that read each weight
+  once for all rows, in both weight layouts. It serves every MLX user in the process
+  alike (mlx-lm in `runner bench` too). BOTHROWS_NO_SMALL_SGEMM (set to anything) leaves
+  it out.
 - OPENBLAS_NUM_THREADS=1 unless set: the engine builds the next pass on the main
   thread while MLX's worker runs the current one, and on a 2-core machine a second
   OpenBLAS thread takes the core the main thread needs (measured with the pipelined
@@ -37,36 +39,39 @@ OPENBLAS_CANDIDATES = (
 )
 _MARK = "BOTHROWS_BLAS_REEXEC"
 OPT_OUT = "BOTHROWS_NO_OPENBLAS"  # set (to anything) to keep the reference BLAS everywhere
-NO_FORWARD = "BOTHROWS_NO_GEMV_FORWARD"
-FORWARD_SOURCE = Path(__file__).parent / "native" / "gemv_forward_blas.c"
+NO_SMALL_SGEMM = "BOTHROWS_NO_SMALL_SGEMM"
+SMALL_SGEMM_SOURCE = Path(__file__).parent / "native" / "small_sgemm_blas.c"
 
 
 def openblas_path() -> Optional[str]:
     return next((p for p in OPENBLAS_CANDIDATES if Path(p).exists()), None)
 
 
-def gemv_forward_library() -> Optional[str]:
-    """The compiled GEMM->GEMV forwarding library, built on first use into this Python
+def small_sgemm_library() -> Optional[str]:
+    """The compiled small-row sgemm library, built on first use into this Python
     environment (named by its source's hash); None, with a note, when no compiler works."""
-    source = FORWARD_SOURCE.read_bytes()
+    source = SMALL_SGEMM_SOURCE.read_bytes()
     out_dir = Path(sys.prefix) / "share" / "bothrows"
-    lib = out_dir / f"gemv_forward_blas-{hashlib.sha256(source).hexdigest()[:12]}.so"
+    lib = out_dir / f"small_sgemm_blas-{hashlib.sha256(source).hexdigest()[:12]}.so"
     if lib.exists():
         return str(lib)
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
-        print("runner: no C compiler (cc): measuring without GEMM->GEMV forwarding", file=sys.stderr)
+        print("runner: no C compiler (cc): measuring without the small-row sgemm", file=sys.stderr)
         return None
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = lib.with_suffix(f".{os.getpid()}.tmp")
-    done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(FORWARD_SOURCE), "-ldl"],
+    done = subprocess.run([compiler, "-O3", "-shared", "-fPIC", "-o", str(tmp), str(SMALL_SGEMM_SOURCE), "-ldl"],
                           capture_output=True, text=True)
     if done.returncode != 0:
         tmp.unlink(missing_ok=True)
-        print(f"runner: compiling {FORWARD_SOURCE} failed, measuring without GEMM->GEMV forwarding:\n"
+        print(f"runner: compiling {SMALL_SGEMM_SOURCE} failed, measuring without the small-row sgemm:\n"
               f"{done.stderr.strip()}", file=sys.stderr)
         return None
     tmp.replace(lib)                       # atomic: a concurrent run never loads a half-written file
+    for old in out_dir.glob("small_sgemm_blas-*.so"):
+        if old != lib:
+            old.unlink(missing_ok=True)    # builds of earlier source versions
     return str(lib)
 
 
@@ -94,27 +99,27 @@ def describe() -> str:
         return "MLX's bundled reference BLAS (no OpenBLAS preloaded)"
     real = os.path.realpath(lib)
     threads = os.environ.get("OPENBLAS_NUM_THREADS")
-    forward = next((p for p in os.environ.get("LD_PRELOAD", "").split(":") if "gemv_forward" in p), None)
+    small = next((p for p in os.environ.get("LD_PRELOAD", "").split(":") if "small_sgemm" in p), None)
     return (f"OpenBLAS preloaded ({lib} -> {real}); OPENBLAS_CORETYPE={core or 'unset'}, "
-            f"OPENBLAS_NUM_THREADS={threads or 'unset'}; GEMM->GEMV forwarding "
-            f"{'preloaded (' + forward + ')' if forward else 'off'}")
+            f"OPENBLAS_NUM_THREADS={threads or 'unset'}; small-row sgemm "
+            f"{'preloaded (' + small + ')' if small else 'off'}")
 
 
 def reexec_with_openblas(argv: list[str]) -> None:
     """Replace this process with `python -m runner.cli <argv>` under LD_PRELOAD=OpenBLAS
-    (with GEMM->GEMV forwarding ahead of it) when the library exists and is not loaded
+    (with the small-row sgemm ahead of it) when the library exists and is not loaded
     yet; otherwise return and go on as is. OPENBLAS_CORETYPE is inherited unchanged;
     OPENBLAS_NUM_THREADS defaults to 1 (see the module notes). argv starts with the verb."""
     lib = openblas_path()
     if (sys.platform != "linux" or lib is None or preloaded() or os.environ.get(_MARK)
             or os.environ.get(OPT_OUT) or not _is_cli()):
         return
-    forward = None if os.environ.get(NO_FORWARD) else gemv_forward_library()
+    small = None if os.environ.get(NO_SMALL_SGEMM) else small_sgemm_library()
     env = dict(os.environ, **{_MARK: "1"})
-    env["LD_PRELOAD"] = ":".join(p for p in (forward, lib, os.environ.get("LD_PRELOAD")) if p)
+    env["LD_PRELOAD"] = ":".join(p for p in (small, lib, os.environ.get("LD_PRELOAD")) if p)
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     print(f"{argv[0]}: re-running with LD_PRELOAD={env['LD_PRELOAD']} (Debian's OpenBLAS instead of MLX's "
-          f"bundled reference BLAS{', small products forwarded to gemv' if forward else ''}; "
+          f"bundled reference BLAS{', small-row products by runner/native/small_sgemm_blas.c' if small else ''}; "
           f"OPENBLAS_NUM_THREADS={env['OPENBLAS_NUM_THREADS']}; --no-openblas keeps the reference)",
           file=sys.stderr, flush=True)
     os.execve(sys.executable, [sys.executable, "-m", "runner.cli", *argv], env)

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 FIELDS = ("name", "device", "cores", "memory_bytes", "os", "mlx_version", "blas", "python")
-_BLAS_KINDS = (("gemv_forward", "sgemm of <= 4 rows forwarded to sgemv"), ("openblas", "OpenBLAS"), ("mkl", "Intel MKL"), ("blis", "BLIS"),
+_BLAS_KINDS = (("small_sgemm", "sgemm of <= 4 rows: sgemv or AVX2 kernels"), ("openblas", "OpenBLAS"), ("mkl", "Intel MKL"), ("blis", "BLIS"),
                ("accelerate", "Apple Accelerate"), ("libblas", "reference"))
 
 
