@@ -41,3 +41,27 @@ def test_bad_front_matter_fields_are_named(fixture_db):
         "front matter field 'updates[0]' needs a date (YYYY-MM-DD) and a non-empty text"]
     post = render("# T\n", fixture_db, {"experiment": 3})
     assert "front matter field 'experiment' must name an experiment" in post.failures[0].message
+
+
+def test_chips_sharing_a_name_get_labels_that_tell_them_apart(tmp_path):
+    """The same machine measured with another BLAS is another fingerprint with the same
+    name: pages label each with the start of its id, and a bare name is refused."""
+    from fixture_db import FixtureChip, build_fixture
+    from runner.publish.queries import Reader
+    db = tmp_path / "runs.duckdb"
+    build_fixture(db, chips=(FixtureChip("Same EPYC", 100.0, "openblas"),
+                             FixtureChip("Same EPYC", 150.0, "openblas + small sgemm")))
+    labels = [f"Same EPYC ({c.chip_id[:8]})" for c in Reader(db).chips("spec-fixture", False)]
+    assert len(set(labels)) == 2
+    post = render('# T\n\n{{ metric("decode_tps", arm="off", concurrency=1, chip="Same EPYC") }}\n', db)
+    assert [f.message for f in post.failures] == [
+        f"chip 'Same EPYC' names 2 chips; name one of '{labels[0]}', '{labels[1]}'"]
+    values = []
+    for label in labels:                                   # each label names exactly one chip
+        ok = render(f'# T\n\n{{{{ metric("decode_tps", arm="off", concurrency=1, chip="{label}") }}}}\n', db)
+        assert ok.failures == [], [f.describe() for f in ok.failures]
+        values.append(ok.markdown)
+    assert values[0] != values[1]
+    table = render('# T\n\n{{ regime_table(["decode_tps"]) }}\n', db)
+    html = "".join(table.blocks.values())
+    assert all(label in html for label in labels)

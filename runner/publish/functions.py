@@ -43,6 +43,14 @@ def caller_line() -> int | None:
     return None
 
 
+def chip_labels(chips) -> dict[str, str]:
+    """chip_id -> the name pages show: the chip's name, with the start of its id when
+    other chips share the name (the same machine measured with another BLAS, say, is
+    another fingerprint, hence another chip)."""
+    shared = {c.name for c in chips if sum(d.name == c.name for d in chips) > 1}
+    return {c.chip_id: f"{c.name} ({c.chip_id[:8]})" if c.name in shared else c.name for c in chips}
+
+
 class PostData:
     """One post's view of the database: its experiment, quickness and cutoff."""
 
@@ -60,7 +68,7 @@ class PostData:
         self.claim_cells: set[tuple[str, str, int]] = set()
         self._cells_of: dict[int, set] = {}
         self.chips = reader.chips(experiment, quick)
-        self.chip_names = {c.chip_id: c.name for c in self.chips}
+        self.chip_names = chip_labels(self.chips)
         cells = reader.cells(experiment, quick, as_of)
         self.cells = {(c.chip_id, c.arm, c.concurrency, c.metric): c for c in cells}
         measured = {(c.chip_id, c.arm, c.concurrency) for c in cells}
@@ -86,16 +94,17 @@ class PostData:
         return posixpath.relpath(f"{self.downloads_folder}/{file_name}", page_dir or ".")
 
     def _chip(self, chip: str | None) -> str | None:
+        known = ", ".join(repr(label) for label in self.chip_names.values())
         if chip is None:
             if len(self.chips) == 1:
                 return self.chips[0].chip_id
-            self.fail("name a chip (chip=...): the data has chips " +
-                      ", ".join(repr(c.name) for c in self.chips))
+            self.fail(f"name a chip (chip=...): the data has chips {known}")
             return None
-        for c in self.chips:
-            if chip in (c.name, c.chip_id):
-                return c.chip_id
-        self.fail(f"unknown chip {chip!r}; the data has " + ", ".join(repr(c.name) for c in self.chips))
+        hits = [c.chip_id for c in self.chips if chip in (self.chip_names[c.chip_id], c.name, c.chip_id)]
+        if len(hits) == 1:
+            return hits[0]
+        self.fail(f"chip {chip!r} names {len(hits)} chips; name one of {known}" if hits
+                  else f"unknown chip {chip!r}; the data has {known}")
         return None
 
     def _metric_ok(self, name: object) -> bool:
