@@ -8,7 +8,9 @@ Imports nothing from the rest of `runner`. Public surface:
 
 For closed-loop drivers (the runner): `rid = eng.add_request(ids, max_new_tokens, ...)`,
 then call `eng.step()` while `eng.has_work()`; `step()` returns the RequestEvents of the
-requests that finished in that pass (they also go to the sink).
+requests that finished in the pass it committed (they also go to the sink). With
+`pipeline=True` (the default) a step may leave the next decode pass queued: `has_work()`
+stays true until it is committed too.
 """
 from .config import EngineConfig, ModelArgs, parse_bytes
 from .events import EventSink, PassEvent, RequestEvent

@@ -1,8 +1,11 @@
-"""Engine: continuous batching over one MLX model, one forward pass per `step()`.
+"""Engine: continuous batching over one MLX model, one forward pass committed per `step()`.
 
-step() reads as the loop it is: admit and plan rows, run the target pass, choose and
-commit tokens (verifying drafts), run the MTP layer to draft for the next pass, retire
-finished rows and free their blocks, then emit the pass event last.
+step() reads as the loop it is: take the pass queued by the previous step (or admit,
+plan and launch one), queue the pass after it when its inputs follow from this one's
+outputs (launch.py, lookahead.py), then choose and commit tokens (verifying drafts),
+book or run the MTP layer's drafts for the next pass, retire finished rows and free
+their blocks, and emit the pass event last. A pass event's duration is the wall time
+of the step that committed it, so a run's pass durations add up to its time in step().
 """
 from __future__ import annotations
 
