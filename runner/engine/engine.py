@@ -159,7 +159,7 @@ class Engine:
             self.scheduler.admit()
             if not self.scheduler.running:
                 return []
-            cur = self.launcher.launch(t0)
+            cur = self.launcher.launch()
         self._queued = self.launcher.launch_ahead(cur)
         plan = cur.plan
         starts = [s.computed for s in plan.rows]     # host state now matches what cur assumed
@@ -171,8 +171,7 @@ class Engine:
         row_bytes = [self._row_bytes(s) for s in plan.rows]
         finished = self._retire(plan)
         self.prefix.evict_to_budget()
-        t_start = cur.t0 if not cur.ahead else t0
-        duration = time.perf_counter_ns() - t_start
+        duration = time.perf_counter_ns() - t0
         n_drafted = sum(plan.drafted)
         # The cost model learns from pure, steady passes only: a drafting pass that ran the
         # MTP or a plain pass that did not (lazy; under eager sync the MTP cost is sunk),
@@ -184,7 +183,7 @@ class Engine:
         self._last_branch = branch
         if plan.kind == "decode" and pure and steady:
             self.policy.observe(width, n_drafted > 0, duration, n_drafted, accepted)
-        self._emit(PassEvent(self._pass_index, t_start, duration, plan.kind, width, plan.prefill_tokens,
+        self._emit(PassEvent(self._pass_index, t0, duration, plan.kind, width, plan.prefill_tokens,
                              plan.decode_tokens, n_drafted, accepted, emitted, sum(row_bytes), max(row_bytes)))
         self._pass_index += 1
         for ev in finished:

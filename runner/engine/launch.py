@@ -8,7 +8,6 @@ sync, only its head's product would be thrown away).
 """
 from __future__ import annotations
 
-import time
 from typing import Optional
 
 import mlx.core as mx
@@ -42,7 +41,7 @@ class Launcher:
         return self.policy.adaptive or self.policy.permits(min(width + len(self.scheduler.waiting),
                                                                self.config.max_batch_size))
 
-    def launch(self, t0: int) -> Launched:
+    def launch(self) -> Launched:
         """Plan the next pass from host state and queue it."""
         width = len(self.scheduler.running)
         plan = self.scheduler.plan(use_drafts=self.drafter is not None and self.policy.permits(width))
@@ -69,7 +68,7 @@ class Launcher:
             logits, hidden = self.forward.main(mx.array(tokens), lay.ctx, mx.array(out_index))
             greedy = mx.argmax(logits, axis=-1)
         mx.async_eval(greedy, hidden, *([drafts] if drafts is not None else []))
-        return Launched(plan, t0, lay.first, logits, hidden, greedy, drafts, mx.array(starts, mx.int32),
+        return Launched(plan, lay.first, logits, hidden, greedy, drafts, mx.array(starts, mx.int32),
                         draft_in, fused)
 
     def launch_ahead(self, cur: Launched) -> Optional[Launched]:
@@ -91,18 +90,19 @@ class Launcher:
             if (want or drafter.eager) and not cur.fused:
                 return None
             want = want and cur.drafts is not None   # cur's head ran only if drafts could follow
-        t0 = time.perf_counter_ns()
         rows = [plan.rows[b] for b in keep]
         T, B = (2 if want else 1), len(rows)
         reach = [s.computed + len(plan.feeds[b]) + T for s, b in zip(rows, keep)]
         for s, r in zip(rows, reach):
             sched.ensure_blocks(s, r)
-        idx = mx.array(keep, mx.int32)
-        starts, token, draft = (x[idx] if x is not None else None for x in cur.next_inputs())
+        starts, token, draft = cur.next_inputs()
+        if len(keep) < len(plan.rows):      # rows sure to be done after cur drop out
+            idx = mx.array(keep, mx.int32)
+            starts, token, draft = (None if x is None else x[idx] for x in (starts, token, draft))
         ctx = ahead_layout(rows, reach, starts, T, sched.pool.block_size)
         tokens = mx.stack([token, draft], axis=1).reshape(-1) if want else token
         positions = mx.arange(B * T, dtype=mx.int32)
-        nplan = PassPlan(rows, [[0] * T for _ in rows], [want] * B, 0, B * T)
+        nplan = PassPlan(rows, [[0] * T for _ in rows], [want] * B, 0, B * T)  # feeds: lengths only (tokens are in the graph)
         drafts, draft_in = None, (draft if want else None)
         if drafter is not None and (want or drafter.eager):
             # Every pair's next token is this pass's own argmax (none is known on the host).
@@ -115,5 +115,5 @@ class Launcher:
             greedy = mx.argmax(logits, axis=-1)
         mx.async_eval(greedy, hidden, *([drafts] if drafts is not None else []))
         self.passes_queued += 1
-        return Launched(nplan, t0, list(range(0, B * T, T)), logits, hidden, greedy, drafts, starts,
+        return Launched(nplan, list(range(0, B * T, T)), logits, hidden, greedy, drafts, starts,
                         draft_in, drafter is not None and (want or drafter.eager), ahead=True)

@@ -33,7 +33,6 @@ class Launched:
     """A pass whose graph is queued; its outputs are lazy until the host reads them."""
 
     plan: PassPlan
-    t0: int                       # when building it began (ns)
     first: list[int]              # packed index of each row's first token
     logits: mx.array              # (B, K, V)
     hidden: mx.array              # (N, H)
