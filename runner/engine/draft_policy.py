@@ -13,10 +13,10 @@ from statistics import median
 from typing import Optional
 
 EMA = 0.2            # weight of the newest acceptance observation
-WINDOW = 5           # steady passes per shape whose median is its cost
+WINDOW = 9           # steady passes per shape whose median is its cost
 REFRESH_EVERY = 64   # re-measure the branch not taken once in this many decisions ...
 REFRESH_LEN = 4      # ... for this many passes in a row, so some of them are steady
-SWITCH_MARGIN = 0.05 # leave the current branch only when the other pays by this much
+SWITCH_MARGIN = 0.10 # leave the current branch only when the other pays by this much
 
 
 class DraftPolicy:
