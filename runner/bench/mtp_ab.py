@@ -57,7 +57,7 @@ def run(model: str, rounds: int, new_tokens: int, arms: list[str], repeats: int 
     results = {(a, w): [] for a in arms for w in (1, 4)}
     for r in range(rounds + 1):          # round 0 warms up (compilation) and is dropped
         for w in (1, 4):
-            for a in arms:
+            for a in arms[r % len(arms):] + arms[:r % len(arms)]:   # rotated: no arm always first
                 m = best_of(repeats, engines[a], sets[w][r], new_tokens)
                 if r:
                     results[(a, w)].append(m)

@@ -62,12 +62,16 @@ def run(model_path: str, rounds: int, new_tokens: int, repeats: int = 1) -> None
     vocab = engine.args.vocab_size
     cases = {"decode b=1": (1, 64), "decode b=4": (4, 64), "prefill 512": (1, 512)}
     results = {(sys, c): [] for sys in ("ours", "mlx-lm") for c in cases}
-    for warm in (True,) + (False,) * rounds:
+    for r, warm in enumerate((True,) + (False,) * rounds):
         for case, (n, length) in cases.items():
             prompts = _prompts(n, length, vocab, seed=len(results[("ours", case)]))
             tokens = 2 if case.startswith("prefill") else new_tokens
-            a = best(repeats, ours, engine, prompts, tokens)
-            b = best(repeats, theirs, ref, prompts, tokens)
+            if r % 2:                      # alternate which system runs first in a round
+                b = best(repeats, theirs, ref, prompts, tokens)
+                a = best(repeats, ours, engine, prompts, tokens)
+            else:
+                a = best(repeats, ours, engine, prompts, tokens)
+                b = best(repeats, theirs, ref, prompts, tokens)
             if not warm:
                 pick = 1 if case.startswith("prefill") else 0
                 results[("ours", case)].append(a[pick])
