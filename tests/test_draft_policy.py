@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runner.engine.config import EngineConfig
-from runner.engine.draft_policy import REFRESH_EVERY, REFRESH_LEN, WINDOW, DraftPolicy
+from runner.engine.draft_policy import MAX_BACKOFF, REFRESH_EVERY, REFRESH_LEN, WINDOW, DraftPolicy
 
 
 def policy(name: str) -> DraftPolicy:
@@ -44,9 +44,12 @@ def test_adaptive_stops_when_they_do_not():
     p = policy("adaptive")
     feed(p, 4, cost_draft=2.0e6, cost_plain=1.0e6, acceptance=0.8)   # 1.8 tokens for 2x the time
     decisions = [p.decide(4) for _ in range(4 * REFRESH_EVERY - 1)]
-    assert sum(decisions) == 3 * REFRESH_LEN     # only the periodic re-measurements draft
+    # only re-measurements draft: at 64, then after twice the wait (each one confirmed)
+    assert [i + 1 for i, d in enumerate(decisions) if d] == [
+        *range(REFRESH_EVERY, REFRESH_EVERY + REFRESH_LEN),
+        *range(3 * REFRESH_EVERY + REFRESH_LEN, 3 * REFRESH_EVERY + 2 * REFRESH_LEN)]
     feed(p, 4, cost_draft=1.0e6, cost_plain=1.0e6, acceptance=0.0)   # free drafts that never hit
-    assert sum(p.decide(4) for _ in range(REFRESH_EVERY)) == REFRESH_LEN
+    assert not any(p.decide(4) for _ in range(REFRESH_EVERY))
 
 
 def test_adaptive_is_per_width():
@@ -80,3 +83,22 @@ def test_cost_is_the_median_of_recent_steady_passes():
     for _ in range(WINDOW // 2 + 1):                                  # a lasting change: adopted
         p.observe(1, False, int(3e6), 0, 0)
     assert p.cost((1, False)) == 3e6 and p.decide(1)
+
+
+def test_re_measurement_backs_off_while_it_confirms_and_starts_over_when_it_flips():
+    p = policy("adaptive")
+    feed(p, 4, cost_draft=2.0e6, cost_plain=1.0e6, acceptance=0.8)   # plain pays
+    starts, n = [], 0
+    while len(starts) < 6:
+        n += 1
+        if p.decide(4) and (not starts or n > starts[-1] + REFRESH_LEN):
+            starts.append(n)
+    gaps = [b - a - REFRESH_LEN for a, b in zip(starts, starts[1:])]
+    assert gaps == [min(2 ** i, MAX_BACKOFF) * REFRESH_EVERY for i in range(1, 6)]
+    # a re-measurement that finds the other branch better resets the wait
+    while not p.refreshing:                                          # wait for the next one
+        p.decide(4)
+    feed(p, 4, cost_draft=1.0e6, cost_plain=1.0e6, acceptance=0.8)   # now drafting pays
+    for _ in range(REFRESH_LEN):
+        p.decide(4)
+    assert p.backoff[4] == 1 and p.decide(4)

@@ -14,8 +14,10 @@ from typing import Optional
 
 EMA = 0.2            # weight of the newest acceptance observation
 WINDOW = 9           # steady passes per shape whose median is its cost
-REFRESH_EVERY = 64   # re-measure the branch not taken once in this many decisions ...
-REFRESH_LEN = 4      # ... for this many passes in a row, so some of them are steady
+REFRESH_EVERY = 64   # re-measure the branch not taken after this many decisions ...
+REFRESH_LEN = 4      # ... for this many passes in a row, so some of them are steady;
+MAX_BACKOFF = 16     # each re-measurement that confirms the branch doubles the wait, up to
+                     # this many times REFRESH_EVERY (a lazy MTP pays a catch-up for each)
 SWITCH_MARGIN = 0.10 # leave the current branch only when the other pays by this much
 
 
@@ -27,6 +29,9 @@ class DraftPolicy:
         self.acceptance = 0.5               # prior until drafts are observed
         self.decisions: dict[int, int] = {}
         self.drafting: dict[int, bool] = {}  # the branch currently taken, per width
+        self.refresh_at: dict[int, int] = {}  # decision count at which a width re-measures next
+        self.backoff: dict[int, int] = {}     # its current wait, in units of REFRESH_EVERY
+        self.refreshing: dict[int, bool] = {} # the branch a running re-measurement started from
 
     def permits(self, width: int) -> bool:
         """May a pass of this width verify the drafts its rows carry?"""
@@ -46,7 +51,22 @@ class DraftPolicy:
         current = self.drafting.get(width, gain > 1.0)
         pays = gain > 1.0 - SWITCH_MARGIN if current else gain > 1.0 + SWITCH_MARGIN
         self.drafting[width] = pays
-        return (not pays) if n % REFRESH_EVERY < REFRESH_LEN and n > REFRESH_LEN else pays
+        return self._refresh(width, n, pays)
+
+    def _refresh(self, width: int, n: int, pays: bool) -> bool:
+        """The decision to carry out: the other branch while re-measuring it; back off
+        while re-measurements keep confirming the branch, start over when one flips it."""
+        start = self.refresh_at.setdefault(width, REFRESH_EVERY)
+        if n == start:
+            self.refreshing[width] = pays
+        if start <= n < start + REFRESH_LEN:
+            return not self.refreshing[width]
+        if n == start + REFRESH_LEN:
+            confirmed = pays == self.refreshing.pop(width)
+            wait = min(2 * self.backoff.get(width, 1), MAX_BACKOFF) if confirmed else 1
+            self.backoff[width] = wait
+            self.refresh_at[width] = n + wait * REFRESH_EVERY
+        return pays
 
     def cost(self, key: tuple[int, bool]) -> Optional[float]:
         """Median duration of the last steady passes of this (width, drafted) shape."""
