@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runner.engine.config import EngineConfig
-from runner.engine.draft_policy import MAX_BACKOFF, REFRESH_EVERY, REFRESH_LEN, WINDOW, DraftPolicy
+from runner.engine.draft_policy import HISTORY, MAX_BACKOFF, REFRESH_EVERY, REFRESH_LEN, DraftPolicy
 
 
 def policy(name: str) -> DraftPolicy:
@@ -75,14 +75,18 @@ def test_near_break_even_keeps_the_current_branch():
     assert not p.decide(2)               # and stays plain within it
 
 
-def test_cost_is_the_median_of_recent_steady_passes():
+def test_cost_ratio_comes_from_passes_side_by_side():
     p = policy("adaptive")
     feed(p, 1, cost_draft=1.2e6, cost_plain=1.0e6, acceptance=0.8)
     p.observe(1, False, int(9e6), 0, 0)                               # one outlier: no effect
-    assert p.cost((1, False)) == 1.0e6
-    for _ in range(WINDOW // 2 + 1):                                  # a lasting change: adopted
-        p.observe(1, False, int(3e6), 0, 0)
-    assert p.cost((1, False)) == 3e6 and p.decide(1)
+    assert p.ratio[1] == 1.2
+    for speed in (1.0e6, 3.0e6):     # a stretch of plain passes; then the machine slows down 3x
+        for _ in range(HISTORY):
+            p.observe(1, False, int(speed), 0, 0)
+    assert p.ratio[1] == 1.2        # no drafting pass beside the slow ones: the old ratio stands
+    for _ in range(3):                                                # re-measured beside them
+        p.observe(1, True, int(3.6e6), 10, 8)
+    assert abs(p.ratio[1] - 1.2) < 1e-9 and p.decide(1)
 
 
 def test_re_measurement_backs_off_while_it_confirms_and_starts_over_when_it_flips():

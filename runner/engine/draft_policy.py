@@ -3,9 +3,12 @@ online cost model from the engine's own measured decode-pass durations, by width
 by verify shape (with or without drafts), and a rolling acceptance rate, and drafts
 when the expected accepted tokens pay for the wider verify.
 
-A shape's cost is the median of its last few steady passes (the engine feeds only
-passes between two of the same shape, so switching costs, such as a lazy MTP catching
-up or the pipeline restarting, never count): a one-off slow pass cannot flip it."""
+What drafting costs is a ratio: the median drafting pass over the median plain pass,
+both taken from the same recent run of steady passes (the engine feeds only passes
+between two of the same shape, so switching costs, such as a lazy MTP catching up or
+the pipeline restarting, never count). Passes measured minutes apart do not compare on
+a shared machine, whose speed drifts more than drafting changes it; passes side by side
+do, and a one-off slow pass cannot move a median."""
 from __future__ import annotations
 
 from collections import deque
@@ -13,7 +16,7 @@ from statistics import median
 from typing import Optional
 
 EMA = 0.2            # weight of the newest acceptance observation
-WINDOW = 9           # steady passes per shape whose median is its cost
+HISTORY = 24         # the recent steady passes of a width that a ratio is taken from
 REFRESH_EVERY = 64   # re-measure the branch not taken after this many decisions ...
 REFRESH_LEN = 4      # ... for this many passes in a row, so some of them are steady;
 MAX_BACKOFF = 16     # each re-measurement that confirms the branch doubles the wait, up to
@@ -25,7 +28,9 @@ class DraftPolicy:
     def __init__(self, policy: str, max_width: Optional[int]):
         self.adaptive = policy == "adaptive"
         self.max_width = max_width          # None: no fixed limit
-        self.recent: dict[tuple[int, bool], deque] = {}
+        self.history: dict[int, deque] = {}    # width -> recent (drafted, duration_ns)
+        self.ratio: dict[int, float] = {}      # width -> drafting pass cost / plain pass cost
+        self.seen: set[tuple[int, bool]] = set()
         self.acceptance = 0.5               # prior until drafts are observed
         self.decisions: dict[int, int] = {}
         self.drafting: dict[int, bool] = {}  # the branch currently taken, per width
@@ -43,11 +48,10 @@ class DraftPolicy:
             return False
         if not self.adaptive:
             return self.permits(width)
-        with_d, without = self.cost((width, True)), self.cost((width, False))
-        if with_d is None or without is None:
-            return with_d is None          # measure both shapes before trusting either
+        if width not in self.ratio:        # measure both shapes before trusting either
+            return (width, True) not in self.seen
         n = self.decisions[width] = self.decisions.get(width, 0) + 1
-        gain = (1.0 + self.acceptance) * without / with_d   # tokens per second, drafting / not
+        gain = (1.0 + self.acceptance) / self.ratio[width]  # tokens per second, drafting / not
         current = self.drafting.get(width, gain > 1.0)
         pays = gain > 1.0 - SWITCH_MARGIN if current else gain > 1.0 + SWITCH_MARGIN
         self.drafting[width] = pays
@@ -68,15 +72,16 @@ class DraftPolicy:
             self.refresh_at[width] = n + wait * REFRESH_EVERY
         return pays
 
-    def cost(self, key: tuple[int, bool]) -> Optional[float]:
-        """Median duration of the last steady passes of this (width, drafted) shape."""
-        seen = self.recent.get(key)
-        return median(seen) if seen else None
-
     def observe(self, width: int, drafted: bool, duration_ns: int, n_drafts: int, n_accepted: int) -> None:
         """Feed one steady decode pass back into the model."""
         if not self.adaptive:
             return
-        self.recent.setdefault((width, drafted), deque(maxlen=WINDOW)).append(duration_ns)
+        self.seen.add((width, drafted))
+        recent = self.history.setdefault(width, deque(maxlen=HISTORY))
+        recent.append((drafted, duration_ns))
+        with_d = [d for was, d in recent if was]
+        without = [d for was, d in recent if not was]
+        if with_d and without:             # both shapes side by side: the ratio is current
+            self.ratio[width] = median(with_d) / median(without)
         if n_drafts:
             self.acceptance = (1 - EMA) * self.acceptance + EMA * (n_accepted / n_drafts)
