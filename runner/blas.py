@@ -59,10 +59,14 @@ def small_sgemm_library() -> Optional[str]:
     if compiler is None:
         print("runner: no C compiler (cc): measuring without the small-row sgemm", file=sys.stderr)
         return None
-    out_dir.mkdir(parents=True, exist_ok=True)
     tmp = lib.with_suffix(f".{os.getpid()}.tmp")
-    done = subprocess.run([compiler, "-O3", "-shared", "-fPIC", "-o", str(tmp), str(SMALL_SGEMM_SOURCE), "-ldl"],
-                          capture_output=True, text=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([compiler, "-O3", "-shared", "-fPIC", "-o", str(tmp), str(SMALL_SGEMM_SOURCE), "-ldl"],
+                              capture_output=True, text=True)
+    except OSError as e:                   # e.g. a read-only environment
+        print(f"runner: cannot build into {out_dir} ({e}): measuring without the small-row sgemm", file=sys.stderr)
+        return None
     if done.returncode != 0:
         tmp.unlink(missing_ok=True)
         print(f"runner: compiling {SMALL_SGEMM_SOURCE} failed, measuring without the small-row sgemm:\n"

@@ -62,3 +62,24 @@ def test_library_is_reused_and_named_in_the_fingerprint():
     lib = blas.small_sgemm_library()
     assert blas.small_sgemm_library() == lib            # built once per source version
     assert chip._BLAS_KINDS[0][0] in Path(lib).name
+
+
+def test_no_compiler_or_unwritable_folder_means_measuring_without_it(tmp_path, monkeypatch, capsys):
+    """Either case leaves a note and no library, never a failed measurement."""
+    monkeypatch.setattr(blas.sys, "prefix", str(tmp_path / "env"))
+    monkeypatch.setattr(blas.shutil, "which", lambda name: None)
+    assert blas.small_sgemm_library() is None
+    assert "no C compiler" in capsys.readouterr().err
+    monkeypatch.undo()
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    monkeypatch.setattr(blas.sys, "prefix", str(locked))
+    try:
+        if os.access(locked, os.W_OK):          # root ignores the mode: make the folder a file instead
+            locked.chmod(0o700)
+            (locked / "share").write_text("not a folder")
+        assert blas.small_sgemm_library() is None
+        assert "measuring without the small-row sgemm" in capsys.readouterr().err
+    finally:
+        locked.chmod(0o700)
