@@ -1,10 +1,11 @@
-"""The two forward functions of a pass, optionally compiled with mx.compile.
+"""The forward functions of a pass, optionally compiled with mx.compile.
 
 `main` runs the target model over the pass's rows and returns float32 logits at the
 requested positions plus all hidden states; `mtp` runs the MTP layer over verified
-(hidden, next token) pairs and returns the draft logits at each row's last pair. Both
-take the pool arrays as explicit inputs and return them updated, so they are pure
-functions of their arguments and safe to compile. Shapes are bucketed by the scheduler.
+(hidden, next token) pairs and returns the draft logits at each row's last pair;
+`main_and_draft` runs both in one graph for greedy rows. All take the pool arrays as
+explicit inputs and return them updated, so they are pure functions of their arguments
+and safe to compile. Shapes are bucketed by the scheduler.
 """
 from __future__ import annotations
 

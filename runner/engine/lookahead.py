@@ -23,8 +23,7 @@ from typing import Optional
 import mlx.core as mx
 
 from .attention import PassContext, RowGroup
-from .cache import SCRATCH_BLOCK
-from .scheduler import PassPlan, block_bucket
+from .scheduler import PassPlan, block_bucket, block_tables
 from .sequence import Sequence
 
 
@@ -64,7 +63,7 @@ def ahead_layout(rows: list[Sequence], reach: list[int], starts: mx.array, T: in
     an upper bound on the positions row b covers after this pass (blocks and the read
     width are sized for it; the mask uses the true starts)."""
     width = block_bucket(max(-(-r // block_size) for r in reach))
-    tables = mx.array([(s.blocks[:width] + [SCRATCH_BLOCK] * width)[:width] for s in rows], mx.int32)
+    tables = mx.array(block_tables([s.blocks for s in rows], width), mx.int32)
     positions = (starts[:, None] + mx.arange(T, dtype=mx.int32)).reshape(-1)
     row_of = mx.repeat(mx.arange(len(rows), dtype=mx.int32), T) if T > 1 else mx.arange(len(rows), dtype=mx.int32)
     slots = tables[row_of, positions // block_size] * block_size + positions % block_size

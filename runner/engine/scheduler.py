@@ -73,11 +73,17 @@ def _group(starts: np.ndarray, T: int, tables: np.ndarray, block_size: int,
                     mx.array(starts), T, block_size, fresh=not starts.any())
 
 
+def block_tables(blocks: list[list[int]], width: int) -> list[list[int]]:
+    """Each row's first `width` blocks, padded with the scratch block (plain Python: on a
+    handful of rows numpy's per-call cost is most of the host time)."""
+    return [(bl[:width] + [SCRATCH_BLOCK] * width)[:width] for bl in blocks]
+
+
 def _uniform_short_layout(starts: list[int], T: int, blocks: list[list[int]], bs: int) -> PassLayout:
     """build_layout for the common decode pass (every row feeds the same 1 or 2 tokens),
     in plain Python: on a handful of rows numpy's per-call cost is most of the host time."""
     width = block_bucket(max((s + T - 1) // bs + 1 for s in starts))
-    tables = [(bl[:width] + [SCRATCH_BLOCK] * width)[:width] for bl in blocks]
+    tables = block_tables(blocks, width)
     positions = [s + t for s in starts for t in range(T)]
     slots = [tables[i // T][p // bs] * bs + p % bs for i, p in enumerate(positions)]
     group = RowGroup(None, mx.array(tables, dtype=mx.int32), mx.array(starts, dtype=mx.int32), T, bs,
