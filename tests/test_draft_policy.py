@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from runner.engine.config import EngineConfig
-from runner.engine.draft_policy import HISTORY, MAX_BACKOFF, REFRESH_EVERY, REFRESH_LEN, DraftPolicy
+from runner.engine.draft_policy import (EXPLORE_SHARE, HISTORY, MAX_BACKOFF, MIN_SIDE, REFRESH_EVERY, REFRESH_LEN,
+                                         DraftPolicy)
 
 
 def policy(name: str) -> DraftPolicy:
@@ -27,11 +28,41 @@ def feed(p: DraftPolicy, width: int, cost_draft: float, cost_plain: float, accep
 
 def test_adaptive_measures_both_shapes_before_trusting_either():
     p = policy("adaptive")
-    assert p.decide(3) is True          # nothing measured: try drafting
-    p.observe(3, True, 1000, 3, 2)
-    assert p.decide(3) is False         # drafting measured, plain not yet
-    p.observe(3, False, 900, 0, 0)
-    assert isinstance(p.decide(3), bool)
+    for _ in range(MIN_SIDE):
+        assert p.decide(3) is True      # not enough drafting passes measured: draft
+        p.observe(3, True, 1000, 3, 2)
+    for _ in range(MIN_SIDE):
+        assert p.decide(3) is False     # drafting measured, plain not yet
+        p.observe(3, False, 900, 0, 0)
+    assert abs(p.ratio[3] - 1000 / 900) < 1e-9 and isinstance(p.decide(3), bool)
+
+
+def test_one_bad_re_measurement_does_not_decide_alone():
+    p = policy("adaptive")
+    feed(p, 1, cost_draft=1.2e6, cost_plain=1.0e6, acceptance=0.8)   # drafting pays 1.5x
+    for _ in range(HISTORY):
+        p.observe(1, True, int(1.2e6), 1, 1)                         # a stretch of drafting
+    for _ in range(4):
+        p.observe(1, False, int(0.3e6), 0, 0)                        # a window of freak-fast plain passes
+    assert abs(p.ratio[1] - 1.2) < 1e-9 and p.decide(1)
+
+
+def test_re_measurements_cost_at_most_a_share_of_the_time():
+    p = policy("adaptive")
+    feed(p, 4, cost_draft=2.0e6, cost_plain=1.0e6, acceptance=0.8)   # plain pays
+    starts, n = [], 0
+    catch_up = int(40e6)                 # a lazy MTP's catch-up, paid in each window's first pass
+    while len(starts) < 3:
+        n += 1
+        drafts = p.decide(4)
+        if drafts and (not starts or n > starts[-1] + REFRESH_LEN):
+            starts.append(n)
+        p.spend(4, (catch_up if drafts and n == starts[-1] else 0) + int(2.0e6 if drafts else 1.0e6))
+    # each window costs the catch-up plus REFRESH_LEN passes at twice the price: the next
+    # one waits until that is at most EXPLORE_SHARE of the time since
+    cost = catch_up + REFRESH_LEN * 1.0e6
+    for a, b in zip(starts, starts[1:]):
+        assert (b - a - REFRESH_LEN) * 1.0e6 >= cost / EXPLORE_SHARE - 2.0e6
 
 
 def test_adaptive_drafts_when_accepted_tokens_pay_for_the_wider_verify():

@@ -3,25 +3,37 @@ online cost model from the engine's own measured decode-pass durations, by width
 by verify shape (with or without drafts), and a rolling acceptance rate, and drafts
 when the expected accepted tokens pay for the wider verify.
 
-What drafting costs is a ratio: the median drafting pass over the median plain pass,
-both taken from the same recent run of steady passes (the engine feeds only passes
+What drafting costs is a ratio, measured on steady passes (the engine feeds only passes
 between two of the same shape, so switching costs, such as a lazy MTP catching up or
-the pipeline restarting, never count). Passes measured minutes apart do not compare on
-a shared machine, whose speed drifts more than drafting changes it; passes side by side
-do, and a one-off slow pass cannot move a median."""
+the pipeline restarting, never count). Each pass of the branch in the minority among a
+width's recent passes (a re-measurement's) is compared with the median of the other
+branch around it; the ratio is the median of the last such comparisons, a few
+re-measurements' worth. Passes measured minutes apart do not compare on a shared
+machine, whose speed drifts more than drafting changes it; passes side by side do, and
+no one window of passes, slow or fast, decides alone.
+
+Re-measuring the branch not taken costs something: under lazy sync a switch to drafting
+first catches the MTP up over every position it skipped (measured here: 25-55 ms for
+four rows, some twenty plain passes). So besides backing off while re-measurements keep
+confirming the branch, the policy prices each one, by what its passes took beyond the
+branch kept, and starts the next only once the passes since have taken EXPLORE_SHARE
+times that much longer: exploring costs at most about that share of a width's time."""
 from __future__ import annotations
 
 from collections import deque
 from statistics import median
 from typing import Optional
 
-EMA = 0.2            # weight of the newest acceptance observation
-HISTORY = 24         # the recent steady passes of a width that a ratio is taken from
+DRAFT_EMA = 0.02     # weight of each new draft in the acceptance rate (about the last 50)
+HISTORY = 24         # the recent steady passes of a width that comparisons are made in
+MIN_SIDE = 3         # passes of a branch among them before it is compared with the other
+RATIOS = 12          # comparisons the ratio is the median of
 REFRESH_EVERY = 64   # re-measure the branch not taken after this many decisions ...
-REFRESH_LEN = 4      # ... for this many passes in a row, so some of them are steady;
+REFRESH_LEN = 6      # ... for this many passes in a row, so some of them are steady;
 MAX_BACKOFF = 16     # each re-measurement that confirms the branch doubles the wait, up to
                      # this many times REFRESH_EVERY (a lazy MTP pays a catch-up for each)
 SWITCH_MARGIN = 0.10 # leave the current branch only when the other pays by this much
+EXPLORE_SHARE = 0.02 # and no sooner than its cost is this share of the width's time since
 
 
 class DraftPolicy:
@@ -30,13 +42,18 @@ class DraftPolicy:
         self.max_width = max_width          # None: no fixed limit
         self.history: dict[int, deque] = {}    # width -> recent (drafted, duration_ns)
         self.ratio: dict[int, float] = {}      # width -> drafting pass cost / plain pass cost
-        self.seen: set[tuple[int, bool]] = set()
+        self.samples: dict[int, deque] = {}    # width -> the latest side-by-side comparisons
+        self.seen: dict[tuple[int, bool], int] = {}  # steady passes observed per (width, drafted)
         self.acceptance = 0.5               # prior until drafts are observed
         self.decisions: dict[int, int] = {}
         self.drafting: dict[int, bool] = {}  # the branch currently taken, per width
         self.refresh_at: dict[int, int] = {}  # decision count at which a width re-measures next
         self.backoff: dict[int, int] = {}     # its current wait, in units of REFRESH_EVERY
         self.refreshing: dict[int, bool] = {} # the branch a running re-measurement started from
+        self.spent: dict[int, list] = {}      # width -> [ns, passes] of every decode pass
+        self.pricing: dict[int, tuple] = {}   # width -> (spent at its start, branch kept) of the
+                                              # last re-measurement, until its passes are in
+        self.explore_until: dict[int, int] = {}  # width -> spent ns before the next may start
 
     def permits(self, width: int) -> bool:
         """May a pass of this width verify the drafts its rows carry?"""
@@ -49,7 +66,7 @@ class DraftPolicy:
         if not self.adaptive:
             return self.permits(width)
         if width not in self.ratio:        # measure both shapes before trusting either
-            return (width, True) not in self.seen
+            return self.seen.get((width, True), 0) < MIN_SIDE
         n = self.decisions[width] = self.decisions.get(width, 0) + 1
         gain = (1.0 + self.acceptance) / self.ratio[width]  # tokens per second, drafting / not
         current = self.drafting.get(width, gain > 1.0)
@@ -61,8 +78,13 @@ class DraftPolicy:
         """The decision to carry out: the other branch while re-measuring it; back off
         while re-measurements keep confirming the branch, start over when one flips it."""
         start = self.refresh_at.setdefault(width, REFRESH_EVERY)
+        spent = self.spent.get(width, [0, 0])
+        self._price(width, spent)
+        if n == start and spent[0] < self.explore_until.get(width, 0):
+            start = self.refresh_at[width] = n + 1       # not yet paid for: look again next pass
         if n == start:
             self.refreshing[width] = pays
+            self.pricing[width] = (tuple(spent), pays)
         if start <= n < start + REFRESH_LEN:
             return not self.refreshing[width]
         if n == start + REFRESH_LEN:
@@ -72,16 +94,41 @@ class DraftPolicy:
             self.refresh_at[width] = n + wait * REFRESH_EVERY
         return pays
 
+    def _price(self, width: int, spent: list) -> None:
+        """Once a re-measurement's passes (and the pass back) have run: what they took
+        beyond as many passes of the branch kept, and from it the earliest next start."""
+        if width not in self.pricing or spent[1] < self.pricing[width][0][1] + REFRESH_LEN + 1:
+            return
+        (ns0, passes0), kept = self.pricing.pop(width)
+        base = [d for was, d in self.history.get(width, ()) if was == self.drafting.get(width, kept)]
+        if base and self.drafting.get(width, kept) == kept:     # confirmed (a flip paid for itself)
+            excess = spent[0] - ns0 - (spent[1] - passes0) * median(base)
+            self.explore_until[width] = spent[0] + int(max(excess, 0) / EXPLORE_SHARE)
+        else:
+            self.explore_until.pop(width, None)
+
+    def spend(self, width: int, duration_ns: int) -> None:
+        """Every decode pass, steady or not: what a width's passes took in all."""
+        if self.adaptive:
+            acc = self.spent.setdefault(width, [0, 0])
+            acc[0] += duration_ns
+            acc[1] += 1
+
     def observe(self, width: int, drafted: bool, duration_ns: int, n_drafts: int, n_accepted: int) -> None:
         """Feed one steady decode pass back into the model."""
         if not self.adaptive:
             return
-        self.seen.add((width, drafted))
+        self.seen[width, drafted] = self.seen.get((width, drafted), 0) + 1
         recent = self.history.setdefault(width, deque(maxlen=HISTORY))
         recent.append((drafted, duration_ns))
-        with_d = [d for was, d in recent if was]
-        without = [d for was, d in recent if not was]
-        if with_d and without:             # both shapes side by side: the ratio is current
-            self.ratio[width] = median(with_d) / median(without)
-        if n_drafts:
-            self.acceptance = (1 - EMA) * self.acceptance + EMA * (n_accepted / n_drafts)
+        same = sum(was == drafted for was, _ in recent)
+        other = [d for was, d in recent if was != drafted]
+        if len(other) >= MIN_SIDE and same <= len(other):   # this pass beside the other branch
+            around = median(other)
+            samples = self.samples.setdefault(width, deque(maxlen=RATIOS))
+            samples.append(duration_ns / around if drafted else around / duration_ns)
+            if len(samples) >= MIN_SIDE:
+                self.ratio[width] = median(samples)
+        if n_drafts:                        # each draft weighs the same, whatever the width
+            keep = (1 - DRAFT_EMA) ** n_drafts
+            self.acceptance = keep * self.acceptance + (1 - keep) * (n_accepted / n_drafts)

@@ -146,8 +146,7 @@ class Engine:
         return sum(self._row_bytes(s) for s in self.scheduler.running)
 
     def _row_bytes(self, seq: Sequence) -> int:
-        pending = sum(h.nbytes for h in seq.pending_hidden or ())
-        return len(seq.blocks) * self.pool.block_bytes + pending
+        return len(seq.blocks) * self.pool.block_bytes + seq.pending_bytes
 
     # ---- one pass -----------------------------------------------------------------
     def step(self) -> list[RequestEvent]:
@@ -181,8 +180,10 @@ class Engine:
         steady = (branch == self._last_branch and cur.ahead == (nxt is not None)
                   and (nxt is None or (nxt.plan.kind, len(nxt.plan.rows), any(nxt.plan.drafted)) == branch))
         self._last_branch = branch
-        if plan.kind == "decode" and pure and steady:
-            self.policy.observe(width, n_drafted > 0, duration, n_drafted, accepted)
+        if plan.kind == "decode":
+            self.policy.spend(width, duration)
+            if pure and steady:
+                self.policy.observe(width, n_drafted > 0, duration, n_drafted, accepted)
         self._emit(PassEvent(self._pass_index, t0, duration, plan.kind, width, plan.prefill_tokens,
                              plan.decode_tokens, n_drafted, accepted, emitted, sum(row_bytes), max(row_bytes)))
         self._pass_index += 1

@@ -33,7 +33,11 @@ class MTPDrafter:
             for b in alive:
                 seq = rows[b]
                 # Kept as slices, joined only at catch-up (no per-pass copy of the backlog).
-                seq.pending_hidden = (seq.pending_hidden or []) + [hidden[first[b]:first[b] + seq.computed - starts[b]]]
+                part = hidden[first[b]:first[b] + seq.computed - starts[b]]
+                if seq.pending_hidden is None:
+                    seq.pending_hidden = []
+                seq.pending_hidden.append(part)
+                seq.pending_bytes += part.nbytes
                 seq.draft = None
             return
         seqs = [rows[b] for b in alive]
@@ -54,7 +58,7 @@ class MTPDrafter:
         logits = self.forward.mtp(inputs, mx.array(nxt), lay.ctx, last)
         greedy = mx.argmax(logits, axis=-1).tolist()
         for r, s in enumerate(seqs):
-            s.mtp_computed, s.pending_hidden = s.computed, None
+            s.mtp_computed, s.pending_hidden, s.pending_bytes = s.computed, None, 0
             s.draft = s.draft_probs = None
             if not want_drafts or s.prefilling:
                 continue

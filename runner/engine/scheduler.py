@@ -184,4 +184,4 @@ class Scheduler:
         for b in seq.blocks:
             self.pool.release(b)
         seq.blocks = []
-        seq.pending_hidden = None
+        seq.pending_hidden, seq.pending_bytes = None, 0

@@ -28,6 +28,7 @@ class Sequence:
     draft: Optional[int] = None  # proposal for tokens[len(tokens)], verified next pass
     draft_probs: Optional[np.ndarray] = None  # the draft distribution q (sampling only)
     pending_hidden: Optional[list] = None  # (n_i, H) hidden-state slices the lazy MTP has not consumed
+    pending_bytes: int = 0                  # their size, kept as they come (state bytes every pass)
     cached_tokens: int = 0       # prompt tokens served by the prefix cache
     prefix_offered: bool = False # its prompt blocks were offered to the prefix cache
     first_token_ns: int = 0
