@@ -14,7 +14,7 @@ no one window of passes, slow or fast, decides alone.
 
 Re-measuring the branch not taken costs something: under lazy sync a switch to drafting
 first catches the MTP up over every position it skipped (measured here: 25-55 ms for
-four rows, some twenty plain passes). So besides backing off while re-measurements keep
+four rows, ten to twenty plain passes). So besides backing off while re-measurements keep
 confirming the branch, the policy prices each one, by what its passes took beyond the
 branch kept, and starts the next only once the passes since have taken EXPLORE_SHARE
 times that much longer: exploring costs at most about that share of a width's time."""
@@ -101,7 +101,7 @@ class DraftPolicy:
             return
         (ns0, passes0), kept = self.pricing.pop(width)
         base = [d for was, d in self.history.get(width, ()) if was == self.drafting.get(width, kept)]
-        if base and self.drafting.get(width, kept) == kept:     # confirmed (a flip paid for itself)
+        if base and self.drafting.get(width, kept) == kept:     # confirmed; a flip bought a better branch
             excess = spent[0] - ns0 - (spent[1] - passes0) * median(base)
             self.explore_until[width] = spent[0] + int(max(excess, 0) / EXPLORE_SHARE)
         else:
