@@ -58,6 +58,26 @@ def test_state_bytes_are_the_pool_bytes_rows_hold(engine_cache):
     assert seen and max(seen) > 0 and eng.state_bytes() == 0
 
 
+def test_state_bytes_count_the_mtp_backlog_and_draft_distributions(engine_cache):
+    """MTP state is per-row state too: the hidden states a lazy MTP has not consumed yet,
+    and a sampling row's draft distribution q (kept until its draft is verified)."""
+    for knobs, temperature in ((dict(draft_policy="never", mtp_sync="lazy"), 0.0),
+                               (dict(draft_policy="always", mtp_sync="eager"), 0.8)):
+        eng = engine_cache(max_batch_size=2, prefill_chunk=8, mtp=True, **knobs)
+        extra = []
+
+        def check(event):
+            if isinstance(event, PassEvent):
+                live = eng.scheduler.running
+                backlog = sum(s.computed - s.mtp_computed for s in live) * eng.args.hidden_size * 4
+                q = sum(s.draft_probs.nbytes for s in live if s.draft_probs is not None)
+                assert eng.state_bytes() == sum(len(s.blocks) for s in live) * eng.pool.block_bytes + backlog + q
+                extra.append(backlog + q)
+        eng.sink = check
+        eng.generate([list(range(1, 30)), [7, 8, 9]], max_new_tokens=12, temperature=temperature, seed=3)
+        assert max(extra) > 0 and eng.state_bytes() == 0
+
+
 def test_finished_row_frees_its_slot_and_blocks_at_once(engine_cache):
     eng = engine_cache(max_batch_size=2, prefill_chunk=64)
     eng.add_request([1, 2, 3], max_new_tokens=2)

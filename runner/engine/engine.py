@@ -142,11 +142,13 @@ class Engine:
         self.prefix.clear()
 
     def state_bytes(self) -> int:
-        """Per-row state held by live rows (blocks they reference plus lazy MTP backlog)."""
+        """Per-row state held by live rows: blocks they reference, a lazy MTP backlog, and a
+        sampling draft's distribution."""
         return sum(self._row_bytes(s) for s in self.scheduler.running)
 
     def _row_bytes(self, seq: Sequence) -> int:
-        return len(seq.blocks) * self.pool.block_bytes + seq.pending_bytes
+        q = seq.draft_probs.nbytes if seq.draft_probs is not None else 0   # a sampling draft's q
+        return len(seq.blocks) * self.pool.block_bytes + seq.pending_bytes + q
 
     # ---- one pass -----------------------------------------------------------------
     def step(self) -> list[RequestEvent]:
