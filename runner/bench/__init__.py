@@ -2,7 +2,9 @@
 
 `runner bench` compares this engine with mlx-lm on one checkpoint (decode tok/s at
 batch 1, aggregate decode tok/s at batch 4, prefill tok/s for a 512-token prompt);
-`runner bench --mtp` is the MTP A/B (off vs each draft policy at 1 and 4 sequences).
+`runner bench --mtp` is the MTP A/B (off vs each draft policy at 1 and 4 sequences);
+`runner bench --pass-cost` times a drafting pass against a plain one for the
+checkpoint's shape at several main-layer counts (what acceptance drafting needs).
 Systems and arms are interleaved within each round so machine drift hits all alike.
 """
 from __future__ import annotations
@@ -20,6 +22,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-openblas", action="store_true",
                    help="keep MLX's bundled reference BLAS (default: re-run under Debian's OpenBLAS when installed)")
     p.add_argument("--mtp", action="store_true", help="run the MTP A/B instead of the mlx-lm comparison")
+    p.add_argument("--pass-cost", action="store_true",
+                   help="time a drafting pass against a plain one for the checkpoint's shape with "
+                        "--layers main layers (random weights)")
+    p.add_argument("--layers", default="4,8,16",
+                   help="with --pass-cost: comma-separated main-layer counts (default: 4,8,16)")
     p.add_argument("--arms", default="off,always,solo,adaptive",
                    help="with --mtp: comma-separated arms among off, always, solo, adaptive, lazy-solo")
 
@@ -29,11 +36,18 @@ def main(args: argparse.Namespace) -> int:
     if args.rounds < 1 or args.repeats < 1:
         print("runner bench: --rounds and --repeats must be at least 1")
         return 2
+    layers = _layer_counts(args.layers)
+    if layers is None:
+        print(f"runner bench: --layers expects comma-separated positive integers, got {args.layers!r}")
+        return 2
     from ..engine.checkpoint import CheckpointError
     if not args.no_openblas:
         blas.reexec_with_openblas(blas.argv_from("bench"))
     try:
-        if args.mtp:
+        if args.pass_cost:
+            from .pass_cost import run
+            run(args.model, args.rounds, layers)
+        elif args.mtp:
             from .mtp_ab import run
             run(args.model, args.rounds, args.tokens, args.arms.split(","), args.repeats)
         else:
@@ -43,3 +57,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"runner bench: {e}")
         return 2
     return 0
+
+
+def _layer_counts(text: str):
+    try:
+        counts = [int(x) for x in text.split(",")]
+    except ValueError:
+        return None
+    return counts if counts and all(c > 0 for c in counts) else None
