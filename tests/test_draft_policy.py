@@ -90,6 +90,16 @@ def test_adaptive_is_per_width():
     assert p.decide(1) and not p.decide(4)
 
 
+def test_a_width_not_measured_yet_follows_its_nearest_measured_neighbour():
+    p = policy("adaptive")
+    feed(p, 1, 1.1e6, 1.0e6, 0.8)                     # drafting pays at 1 ...
+    feed(p, 4, 2.0e6, 1.0e6, 0.8)                     # ... not at 4
+    assert p.decide(2) and not p.decide(3)            # no exploring draft at a fresh width
+    assert 2 not in p.ratio and 3 not in p.ratio
+    feed(p, 3, 1.1e6, 1.0e6, 0.8)                     # once measured, its own ratio decides
+    assert p.decide(3)
+
+
 def test_one_slow_pass_does_not_flip_the_decision():
     p = policy("adaptive")
     feed(p, 1, cost_draft=1.2e6, cost_plain=1.0e6, acceptance=0.8)   # drafting pays 1.5x

@@ -65,10 +65,14 @@ class DraftPolicy:
             return False
         if not self.adaptive:
             return self.permits(width)
-        if width not in self.ratio:        # measure both shapes before trusting either
+        if not self.ratio:                 # measure both shapes before trusting either
             return self.seen.get((width, True), 0) < MIN_SIDE
+        # A width not measured yet borrows its nearest measured neighbour's ratio (the wider
+        # on a tie) until its own re-measurements give it one: a width that lasts a few
+        # passes, such as a batch's tail, would otherwise pay a lazy catch-up to explore.
+        ratio = self.ratio.get(width) or self.ratio[min(self.ratio, key=lambda w: (abs(w - width), -w))]
         n = self.decisions[width] = self.decisions.get(width, 0) + 1
-        gain = (1.0 + self.acceptance) / self.ratio[width]  # tokens per second, drafting / not
+        gain = (1.0 + self.acceptance) / ratio  # tokens per second, drafting / not
         current = self.drafting.get(width, gain > 1.0)
         pays = gain > 1.0 - SWITCH_MARGIN if current else gain > 1.0 + SWITCH_MARGIN
         self.drafting[width] = pays
