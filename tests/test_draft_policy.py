@@ -90,14 +90,26 @@ def test_adaptive_is_per_width():
     assert p.decide(1) and not p.decide(4)
 
 
-def test_a_width_not_measured_yet_follows_its_nearest_measured_neighbour():
+def test_a_width_not_measured_yet_follows_the_nearest_wider_one_measured():
     p = policy("adaptive")
     feed(p, 1, 1.1e6, 1.0e6, 0.8)                     # drafting pays at 1 ...
+    assert p.decide(4)                                # (nothing wider measured: explore 4 by drafting)
     feed(p, 4, 2.0e6, 1.0e6, 0.8)                     # ... not at 4
-    assert p.decide(2) and not p.decide(3)            # no exploring draft at a fresh width
+    assert not p.decide(2) and not p.decide(3)        # tail widths: no exploring draft, 4's verdict
     assert 2 not in p.ratio and 3 not in p.ratio
     feed(p, 3, 1.1e6, 1.0e6, 0.8)                     # once measured, its own ratio decides
     assert p.decide(3)
+
+
+def test_acceptance_counts_from_the_first_drafts_and_forgets_old_ones():
+    p = policy("adaptive")
+    assert p.acceptance == 0.5                       # the prior, before any draft
+    for _ in range(4):
+        p.observe(1, True, 1000, 1, 1)               # a re-measurement at one row: four drafts, all hit
+    assert p.acceptance > 0.8
+    for _ in range(40):
+        p.observe(4, True, 1000, 4, 0)               # then 160 drafts that all miss
+    assert p.acceptance < 0.1
 
 
 def test_one_slow_pass_does_not_flip_the_decision():

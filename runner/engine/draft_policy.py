@@ -24,7 +24,8 @@ from collections import deque
 from statistics import median
 from typing import Optional
 
-DRAFT_EMA = 0.02     # weight of each new draft in the acceptance rate (about the last 50)
+DRAFT_MEMORY = 0.98  # each new draft keeps this share of the earlier drafts' weight (about the last 50)
+PRIOR_DRAFTS = 2     # acceptance starts as if this many drafts had been half accepted
 HISTORY = 24         # the recent steady passes of a width that comparisons are made in
 MIN_SIDE = 3         # passes of a branch among them before it is compared with the other
 RATIOS = 12          # comparisons the ratio is the median of
@@ -32,7 +33,8 @@ REFRESH_EVERY = 64   # re-measure the branch not taken after this many decisions
 REFRESH_LEN = 6      # ... for this many passes in a row, so some of them are steady;
 MAX_BACKOFF = 16     # each re-measurement that confirms the branch doubles the wait, up to
                      # this many times REFRESH_EVERY (a lazy MTP pays a catch-up for each)
-SWITCH_MARGIN = 0.10 # leave the current branch only when the other pays by this much
+SWITCH_MARGIN = 0.04 # leave the current branch only when the other pays by this much
+                     # (less than drafting's gain at one row here, about 8%, or it never starts)
 EXPLORE_SHARE = 0.02 # and no sooner than its cost is this share of the width's time since
 
 
@@ -44,7 +46,7 @@ class DraftPolicy:
         self.ratio: dict[int, float] = {}      # width -> drafting pass cost / plain pass cost
         self.samples: dict[int, deque] = {}    # width -> the latest side-by-side comparisons
         self.seen: dict[tuple[int, bool], int] = {}  # steady passes observed per (width, drafted)
-        self.acceptance = 0.5               # prior until drafts are observed
+        self.drafts_seen = self.accepted_seen = 0.0   # decayed counts of recent drafts
         self.decisions: dict[int, int] = {}
         self.drafting: dict[int, bool] = {}  # the branch currently taken, per width
         self.refresh_at: dict[int, int] = {}  # decision count at which a width re-measures next
@@ -65,12 +67,14 @@ class DraftPolicy:
             return False
         if not self.adaptive:
             return self.permits(width)
-        if not self.ratio:                 # measure both shapes before trusting either
+        # A width not measured yet follows the nearest wider one measured (drafting pays
+        # less as rows are added) until its own re-measurements give it a ratio: a width
+        # that lasts a few passes, such as a batch's tail, would otherwise pay a lazy
+        # catch-up to explore. With no wider one, measure both shapes before trusting either.
+        wider = [w for w in self.ratio if w > width]
+        ratio = self.ratio.get(width) or (self.ratio[min(wider)] if wider else None)
+        if ratio is None:
             return self.seen.get((width, True), 0) < MIN_SIDE
-        # A width not measured yet borrows its nearest measured neighbour's ratio (the wider
-        # on a tie) until its own re-measurements give it one: a width that lasts a few
-        # passes, such as a batch's tail, would otherwise pay a lazy catch-up to explore.
-        ratio = self.ratio.get(width) or self.ratio[min(self.ratio, key=lambda w: (abs(w - width), -w))]
         n = self.decisions[width] = self.decisions.get(width, 0) + 1
         gain = (1.0 + self.acceptance) / ratio  # tokens per second, drafting / not
         current = self.drafting.get(width, gain > 1.0)
@@ -134,5 +138,12 @@ class DraftPolicy:
             if len(samples) >= MIN_SIDE:
                 self.ratio[width] = median(samples)
         if n_drafts:                        # each draft weighs the same, whatever the width
-            keep = (1 - DRAFT_EMA) ** n_drafts
-            self.acceptance = keep * self.acceptance + (1 - keep) * (n_accepted / n_drafts)
+            keep = DRAFT_MEMORY ** n_drafts
+            self.drafts_seen = keep * self.drafts_seen + n_drafts
+            self.accepted_seen = keep * self.accepted_seen + n_accepted
+
+    @property
+    def acceptance(self) -> float:
+        """Share of recent drafts accepted; a weak prior of one half, so the first few
+        drafts already count (re-measurements at one row bring four or so at a time)."""
+        return (self.accepted_seen + PRIOR_DRAFTS / 2) / (self.drafts_seen + PRIOR_DRAFTS)
