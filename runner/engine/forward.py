@@ -18,6 +18,7 @@ import mlx.core as mx
 from .attention import LayerKV, PassContext, rope_table
 from .cache import BlockPool
 from .model import Model
+from .scheduler import COMPILE_MAX_TOKENS, block_buckets_upto, build_layout
 
 
 def _unpack(arrays, layers: list[LayerKV]) -> list[LayerKV]:
@@ -32,8 +33,6 @@ def _unpack(arrays, layers: list[LayerKV]) -> list[LayerKV]:
 def _pack(layers: list[LayerKV]) -> list[mx.array]:
     return [a for kv in layers for a in kv.arrays()]
 
-
-COMPILE_MAX_TOKENS = 64  # passes with more packed tokens than this run uncompiled
 
 
 class Forward:
@@ -131,7 +130,6 @@ class Forward:
         """Trace the compiled functions for every decode shape (rows x tokens per row x
         read width) for rows of up to max_blocks blocks, so no timed pass pays for
         tracing. Writes only the scratch block. Returns how many shapes were traced."""
-        from .scheduler import block_buckets_upto, build_layout
         bs, traced = self.pool.block_size, 0
         for n_blocks in block_buckets_upto(max_blocks):
             blocks = [0] * n_blocks

@@ -22,6 +22,9 @@ from .prefix_cache import PrefixCache
 from .sequence import Sequence
 
 
+COMPILE_MAX_TOKENS = 64  # passes with more packed tokens than this run uncompiled (forward.py)
+
+
 def bucket(n: int, cap: int | None = None) -> int:
     b = 1 << max(n - 1, 0).bit_length()
     return max(n, min(b, cap)) if cap else b
@@ -107,6 +110,10 @@ def _general_layout(starts: list[int], lengths: list[int], blocks: list[list[int
     B = len(starts)
     lens, start = np.asarray(lengths, np.int32), np.asarray(starts, np.int32)
     n_real = int(lens.sum())
+    if n_real > COMPILE_MAX_TOKENS:
+        # Run uncompiled: no traced shape to share, so rows are padded to the longest only
+        # (a lazy MTP catch-up of 138 positions a row was padded to 256: 1.85x the attention).
+        t_cap = 1
     first = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int32)
     # Block tables wide enough for every row's reach in this pass (a row may hold one
     # more block, reserved for a draft that was rejected: it is not read here).
