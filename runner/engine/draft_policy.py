@@ -14,11 +14,11 @@ no one window of passes, slow or fast, decides alone.
 
 Re-measuring the branch not taken costs something: under lazy sync a switch to drafting
 first catches the MTP up over every position it skipped (measured here: about 20 ms for
-four rows 140 positions behind, some eight plain passes). So besides backing off while
-re-measurements keep confirming the branch, the policy prices each one, by what its
-passes took beyond the branch kept, and starts the next only once the passes since have
-taken EXPLORE_SHARE times that much longer: exploring costs at most about that share of
-a width's time."""
+four rows 140 positions behind, some eight plain passes). So the policy prices each
+re-measurement, by what its passes took beyond the branch kept, and starts the next only
+once the passes since have taken EXPLORE_SHARE times that much longer: exploring costs
+at most about that share of a width's time, however often a cheap one may come round.
+Near break-even (drafting gains some 8% at one row here) that keeps the estimate fed."""
 from __future__ import annotations
 
 from collections import deque
@@ -30,10 +30,8 @@ PRIOR_DRAFTS = 2     # acceptance starts as if this many drafts had been half ac
 HISTORY = 24         # the recent steady passes of a width that comparisons are made in
 MIN_SIDE = 3         # passes of a branch among them before it is compared with the other
 RATIOS = 12          # comparisons the ratio is the median of
-REFRESH_EVERY = 64   # re-measure the branch not taken after this many decisions ...
-REFRESH_LEN = 6      # ... for this many passes in a row, so some of them are steady;
-MAX_BACKOFF = 16     # each re-measurement that confirms the branch doubles the wait, up to
-                     # this many times REFRESH_EVERY (a lazy MTP pays a catch-up for each)
+REFRESH_EVERY = 64   # re-measure the branch not taken at most every this many decisions ...
+REFRESH_LEN = 6      # ... for this many passes in a row, so some of them are steady
 SWITCH_MARGIN = 0.04 # leave the current branch only when the other pays by this much
                      # (less than drafting's gain at one row here, about 8%, or it never starts)
 EXPLORE_SHARE = 0.02 # and no sooner than its cost is this share of the width's time since
@@ -51,7 +49,6 @@ class DraftPolicy:
         self.decisions: dict[int, int] = {}
         self.drafting: dict[int, bool] = {}  # the branch currently taken, per width
         self.refresh_at: dict[int, int] = {}  # decision count at which a width re-measures next
-        self.backoff: dict[int, int] = {}     # its current wait, in units of REFRESH_EVERY
         self.refreshing: dict[int, bool] = {} # the branch a running re-measurement started from
         self.spent: dict[int, list] = {}      # width -> [ns, passes] of every decode pass
         self.pricing: dict[int, tuple] = {}   # width -> (spent at its start, branch kept) of the
@@ -84,8 +81,8 @@ class DraftPolicy:
         return self._refresh(width, n, pays)
 
     def _refresh(self, width: int, n: int, pays: bool) -> bool:
-        """The decision to carry out: the other branch while re-measuring it; back off
-        while re-measurements keep confirming the branch, start over when one flips it."""
+        """The decision to carry out: the other branch while re-measuring it (once its
+        price allows, see _price), else the branch that pays."""
         start = self.refresh_at.setdefault(width, REFRESH_EVERY)
         spent = self.spent.get(width, [0, 0])
         self._price(width, spent)
@@ -97,10 +94,8 @@ class DraftPolicy:
         if start <= n < start + REFRESH_LEN:
             return not self.refreshing[width]
         if n == start + REFRESH_LEN:
-            confirmed = pays == self.refreshing.pop(width)
-            wait = min(2 * self.backoff.get(width, 1), MAX_BACKOFF) if confirmed else 1
-            self.backoff[width] = wait
-            self.refresh_at[width] = n + wait * REFRESH_EVERY
+            del self.refreshing[width]
+            self.refresh_at[width] = n + REFRESH_EVERY
         return pays
 
     def _price(self, width: int, spent: list) -> None:
