@@ -104,7 +104,7 @@ class DraftPolicy:
         if width not in self.pricing or spent[1] < self.pricing[width][0][1] + REFRESH_LEN + 1:
             return
         (ns0, passes0), kept = self.pricing.pop(width)
-        base = [d for was, d in self.history.get(width, ()) if was == self.drafting.get(width, kept)]
+        base = [d for was, d in self.history.get(width, ()) if was == kept]
         if base and self.drafting.get(width, kept) == kept:     # confirmed; a flip bought a better branch
             excess = spent[0] - ns0 - (spent[1] - passes0) * median(base)
             self.explore_until[width] = spent[0] + int(max(excess, 0) / EXPLORE_SHARE)

@@ -34,7 +34,6 @@ def _pack(layers: list[LayerKV]) -> list[mx.array]:
     return [a for kv in layers for a in kv.arrays()]
 
 
-
 class Forward:
     def __init__(self, model: Model, pool: BlockPool, index_topk: int, compile: bool):
         self.model, self.pool, self.index_topk = model, pool, index_topk
