@@ -47,10 +47,15 @@ class Fixture:
 
 
 def _run_rows(rng: random.Random, chip: FixtureChip, arm: str, concurrency: int,
-              requests_per_client: int, passes: int) -> tuple[list[dict], list[dict]]:
-    noise = lambda: 1.0 + rng.uniform(-0.01, 0.01)  # noqa: E731
+              requests_per_client: int, passes: int, factors: dict | None = None,
+              run_noise: float = 0.01, request_noise: float = 0.0) -> tuple[list[dict], list[dict]]:
+    """factors: arm -> decode speed factor (default: ON_FACTOR for every arm but "off");
+    run_noise / request_noise: uniform relative noise per run / per request."""
+    noise = lambda: 1.0 + rng.uniform(-run_noise, run_noise)  # noqa: E731
     decode_tps = chip.solo_decode_tps / (1 + 0.15 * (concurrency - 1)) * noise()
-    if arm != "off":
+    if factors is not None:
+        decode_tps *= factors.get(arm, 1.0)
+    elif arm != "off":
         decode_tps *= ON_FACTOR.get(concurrency, 0.9)
     prefill_tps = 8 * chip.solo_decode_tps * noise()
     requests, rid = [], 0
@@ -58,8 +63,9 @@ def _run_rows(rng: random.Random, chip: FixtureChip, arm: str, concurrency: int,
         t = 0
         for _ in range(requests_per_client):
             prompt, out = 64, 32
+            speed = decode_tps * (1.0 + rng.uniform(-request_noise, request_noise) if request_noise else 1.0)
             first = t + int(prompt / prefill_tps * 1e9)
-            done = first + int((out - 1) / decode_tps * 1e9)
+            done = first + int((out - 1) / speed * 1e9)
             requests.append({"request_id": rid, "client": client, "prompt_tokens": prompt,
                              "output_tokens": out, "cached_tokens": 0, "arrival_ns": t,
                              "first_token_ns": first, "done_ns": done,
@@ -86,7 +92,8 @@ def build_fixture(path: str | Path, *, experiment: str = EXPERIMENT,
                   rounds: int = 2, passes_per_run: int = 40, requests_per_client: int = 2,
                   skip: set[tuple[str, str, int]] = frozenset(), fail: set = frozenset(),
                   quick: bool = False, day: datetime = datetime(2026, 11, 19),
-                  seed: int = 0) -> Fixture:
+                  seed: int = 0, factors: dict | None = None, run_noise: float = 0.01,
+                  request_noise: float = 0.0, code_version: str = "abc1234") -> Fixture:
     """Write every (chip, arm, concurrency, round) cell; `skip` leaves (chip name, arm,
     concurrency) cells out entirely, `fail` records them as failed runs."""
     rng = random.Random(seed)
@@ -101,11 +108,11 @@ def build_fixture(path: str | Path, *, experiment: str = EXPERIMENT,
                         continue
                     for r in range(rounds):
                         reqs, passes = _run_rows(rng, chip, arm, c, requests_per_client,
-                                                 passes_per_run)
+                                                 passes_per_run, factors, run_noise, request_noise)
                         run = st.begin_run(
                             experiment=experiment, declaration_sha256=DECLARATION, arm=arm,
                             concurrency=c, round=r, chip_id=chip_id, model_sha256=MODEL,
-                            code_version="abc1234", knobs={"draft_policy": arm}, seed=seed,
+                            code_version=code_version, knobs={"draft_policy": arm}, seed=seed,
                             quick=quick, started_at=day.replace(hour=8, minute=r))
                         st.append_requests(run, reqs)
                         st.append_passes(run, passes)

@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from conftest_publish import build_site
-from test_publish_browser import CHROMIUM, _Quiet, chromium, console_messages
+from test_publish_browser import CHROMIUM, _Quiet, chromium, console_messages, tables_too_wide
 from runner.cli import main as cli
 from runner.experiments.declaration import load
 
@@ -99,3 +99,11 @@ def test_the_post_renders_with_working_charts_in_chromium(site, tmp_path):
         assert "main-svg" in dom[start: dom.index("</figure>", start)], f"chart {chart_id} is blank"
     assert dom.count('class="bothrows-regime-row') == page.read_text().count('class="bothrows-regime-row')
     assert console_messages(run.stderr) == []
+    assert 'class="bothrows-headline-table"' in dom
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(site_dir)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        assert tables_too_wide(tmp_path, site_dir, base, page.parent.relative_to(site_dir).as_posix()) == "none"
+    finally:
+        server.shutdown()

@@ -60,7 +60,7 @@ def test_post_offers_its_raw_rows_and_sql(built):
     passes = pq.read_table(folder / "passes.parquet")
     assert passes.num_rows == 2 * 2 * 3 * 2 * 40
     assert (folder / "passes.csv").read_text().count("\n") == passes.num_rows + 1
-    assert "FROM long" in (folder / "table-1.sql").read_text()
+    assert "FROM per_run" in (folder / "table-1.sql").read_text()
     assert 'href="../../../../../downloads/blog-posts-p/passes.parquet"' in post_html(result.site)
     assert not list(result.site.rglob("*.duckdb"))
 
@@ -92,7 +92,8 @@ def test_gaps_and_failed_claims_are_all_reported_at_once(tmp_path):
     relaxed = build_site(config, strict=False, site=tmp_path / "relaxed")
     assert relaxed.ok
     html = post_html(relaxed.site)
-    assert html.count("not measured</strong>") == 2
+    assert html.count('class="bothrows-regime-row bothrows-not-measured"') == 2
+    assert html.count("not measured</strong>") == 2 * 2     # the 6 metrics span two tables
     assert 'class="bothrows-fail"' in html
 
 
@@ -109,16 +110,21 @@ def test_remeasurement_adds_a_dated_automatic_note(tmp_path):
     db = tmp_path / "re.duckdb"
     build_fixture(db, passes_per_run=10)
     remeasure(db, DEFAULT_CHIPS[0], "on", 1, speedup=1.2, day=datetime(2026, 12, 3))
-    config = write_project(tmp_path, db, {"p.md": post_text(stated="+50%")})
+    # The claim stays judged on the data as of the post's date: +25% holds, though the
+    # re-measurement says +50%; the note and the claims table show the move.
+    config = write_project(tmp_path, db, {"p.md": post_text(stated="+25%")})
     result = build_site(config)
     assert result.ok, result.warnings
     html = post_html(result.site)
     assert "Update 2026-12-03 (automatic)" in html
     note = html[html.index("Update 2026-12-03"):]
     note = note[: note.index("</div>")]
-    assert "Fixture M1 / on / concurrency 1: round 0" in note
-    assert re.search(r"claim &#39;\+50%&#39; was \+2[45]\.\d%, now \+(49|50)\.\d%", note), note
+    assert ("experiment spec-fixture on Fixture M1 at code version def5678, 1 cell (arm on; "
+            "concurrency 1; rounds 0, 1)") in note, note
+    assert re.search(r"claim &#39;\+25%&#39; was \+2[45]\.\d%, now \+(49|50)\.\d% \(does not hold\)", note), note
     assert note.index("2026-12-03") > 0 and html.index("Update 2026-11-21") < html.index("Update 2026-12-03")
+    table = html[html.index('id="claims-on-every-chip"'):]
+    assert '<th>Fixture M1</th>' in table and 'data-verdict="does not hold"' in table
 
 
 def test_names_and_notes_with_markup_render_as_text(tmp_path):

@@ -31,12 +31,34 @@ def test_within_rounding_passes_and_outside_fails():
     assert not judge(1, "-25%", change(0.25), 3).ok   # the sign is part of the claim
 
 
-def test_round_to_round_spread_widens_the_tolerance():
-    wide = change(0.22, lo=0.19, hi=0.246)             # spread reaches the 24.5% boundary
+def test_the_interval_widens_the_tolerance():
+    wide = change(0.22, lo=0.19, hi=0.251)             # the interval holds the stated 25%
     v = judge(2, "+25%", wide, 7)
-    assert v.ok and "spread" in v.reason
-    narrow = change(0.22, lo=0.215, hi=0.244)
+    assert v.ok and "interval" in v.reason
+    narrow = change(0.22, lo=0.19, hi=0.246)           # reaches its rounding, not the value
     assert not judge(2, "+25%", narrow, 7).ok
+
+
+def test_a_direction_needs_an_interval_that_excludes_no_change():
+    assert judge(1, "+25%", change(0.25, lo=0.2, hi=0.3), 1).ok
+    v = judge(1, "+25%", change(0.25, lo=-0.01, hi=0.5), 1)
+    assert not v.ok and "includes no change" in v.reason
+    v = judge(1, "-3%", change(-0.03, lo=-0.17, hi=0.12), 1)
+    assert not v.ok and "includes no change" in v.reason
+    ratio = Measured(1.5, 0.9, 2.0, 3, "ratio", "r")
+    assert "includes no change" in judge(1, "1.50x", ratio, 1).reason
+    assert judge(1, "1.0x", Measured(1.02, 0.9, 1.1, 3, "ratio", "r"), 1).ok   # not a direction
+    no_interval = Measured(0.25, None, None, 1, "change", "one round")
+    assert not judge(1, "+25%", no_interval, 1).ok
+
+
+def test_level_holds_only_when_the_interval_includes_no_change():
+    assert judge(1, "level", change(-0.03, lo=-0.17, hi=0.12), 1).ok
+    assert judge(1, "\u00b10%", change(0.01, lo=-0.02, hi=0.04), 1).ok
+    v = judge(1, "level", change(0.3, lo=0.28, hi=0.33), 1)
+    assert not v.ok and "excludes no change" in v.reason
+    assert not judge(1, "level", Measured(5.0, 4.0, 6.0, 2, "value", "m"), 1).ok
+    assert not judge(1, "level", Measured(0.0, None, None, 1, "change", "m"), 1).ok
 
 
 def test_unparseable_stated_and_missing_data_fail_with_reasons():

@@ -25,8 +25,9 @@ def test_errors_name_the_line_and_the_choices(fixture_db):
             '{{ claim("+25%", 0.25) }}\n'
             '{{ regime_table(["decode_tps"], base="nope") }}\n')
     msgs = [f.describe() for f in render(body, fixture_db).failures]
-    assert any(m.startswith("blog/posts/x.md:3: name a chip (chip=...): the data has chips "
-                            "'Fixture M1', 'Fixture M3'") for m in msgs)
+    assert any(m.startswith("blog/posts/x.md:3: this post's home chip is ambiguous: its data as of "
+                            "2026-11-20 holds chips 'Fixture M1', 'Fixture M3'; name one in front "
+                            "matter (chip: ...)") for m in msgs)
     assert any(m.startswith("blog/posts/x.md:4: unknown metric 'speed'; known metrics: prefill_tps")
                for m in msgs)
     assert any(m.startswith("blog/posts/x.md:5: unknown arm 'maybe'; experiment 'spec-fixture' "

@@ -11,16 +11,25 @@ from runner.publish.functions import PostData
 from runner.publish.metrics import METRICS
 from runner.publish.templating import render_block
 
+GROUP = 4
+
 
 def _fmt(value: float | None, decimals: int) -> str:
     return "" if value is None else f"{value:,.{decimals}f}"
 
 
+def _interval(lo: float | None, hi: float | None, decimals: int) -> str:
+    if lo is None or hi is None:
+        return ""
+    return f"{_fmt(lo, decimals)}\u2013{_fmt(hi, decimals)}"
+
+
 def _arm_order(data: PostData, base: str) -> list[str]:
-    return sorted(data.regimes.arms, key=lambda a: (a != base, a))
+    return sorted(data.arm_order, key=lambda a: a != base)
 
 
-def regime_table(data: PostData, metrics: list, base: str = "off") -> Markup:
+def regime_table(data: PostData, metrics: list, base: str | None = None) -> Markup:
+    base = data.base if base is None else base
     metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
     bad = [m for m in metrics if m not in METRICS]
     if bad or not metrics:
@@ -29,44 +38,86 @@ def regime_table(data: PostData, metrics: list, base: str = "off") -> Markup:
         metrics = [m for m in metrics if m in METRICS]
     if base not in data.regimes.arms:
         data.fail(f"regime_table: base arm {base!r} is not an arm of {data.experiment!r} "
-                  f"(arms: {', '.join(data.regimes.arms)})")
+                  f"(arms: {', '.join(data.arm_order)})")
     number = len(data.sql) + 1
     sql_name = f"table-{number}.sql"
-    data.sql[sql_name] = queries.inline_sql(queries.CELLS_SQL, data.params)
+    data.sql[sql_name] = queries.inline_sql(queries.RUN_VALUES_SQL, data.params)
     rows = []
     for chip in data.regimes.chips:
         for arm in _arm_order(data, base):
             for conc in data.regimes.concurrencies:
-                cells = []
-                for m in metrics:
-                    spec, cell = METRICS[m], data.cells.get((chip, arm, conc, m))
-                    base_cell = data.cells.get((chip, base, conc, m))
-                    ratio = (cell.mean / base_cell.mean if cell and base_cell and arm != base
-                             and cell.mean is not None and base_cell.mean else None)
-                    spread = (_fmt(cell.lo, spec.decimals), _fmt(cell.hi, spec.decimals)) if cell else ("", "")
-                    cells.append({
-                        "value": _fmt(cell.mean, spec.decimals) if cell else None,
-                        "spread": f"{spread[0]}\u2013{spread[1]}" if spread[0] != spread[1] else "",
-                        "ratio": f"\u00d7{ratio:.2f}" if ratio is not None else ""})
-                measured = any((chip, arm, conc, m) in data.cells for m in METRICS)
+                cells = [_cell(data, m, chip, arm, base, conc) for m in metrics]
+                measured = (chip, arm, conc) in data.now.measured
                 rows.append({"chip": data.chip_names.get(chip, chip), "arm": arm,
                              "concurrency": conc, "regime": data.regimes.regime_of(conc),
-                             "measured": measured, "cells": cells})
-    html = render_block("regime_table.html", metrics=[METRICS[m] for m in metrics], rows=rows,
-                        base=base, sql_href=data.href(sql_name), number=number)
+                             "measured": measured, "cells": cells,
+                             "busy": (chip, arm, conc) in data.busy})
+    # At most GROUP metric columns a table, so a table fits the page's content column.
+    groups = [list(range(i, min(i + GROUP, len(metrics)))) for i in range(0, len(metrics), GROUP)] or [[]]
+    html = render_block("regime_table.html", groups=[
+        {"metrics": [METRICS[metrics[i]] for i in g],
+         "rows": [{**r, "cells": [r["cells"][i] for i in g]} for r in rows]} for g in groups],
+        base=base, sql_href=data.href(sql_name), number=number)
     return data.token(html, "")
+
+
+def _cell(data: PostData, m: str, chip: str, arm: str, base: str, conc: int) -> dict:
+    spec, cell = METRICS[m], data.cells.get((chip, arm, conc, m))
+    ratio = (data.now.compare(m, chip, arm, base, conc, "ratio")
+             if cell is not None and arm != base and base in data.regimes.arms else None)
+    return {"value": _fmt(cell.mean, spec.decimals) if cell else None,
+            "interval": _interval(cell.lo, cell.hi, spec.decimals) if cell else "",
+            "ratio": f"\u00d7{ratio.value:.2f}" if ratio and ratio.value is not None else "",
+            "ratio_interval": _interval(ratio.lo, ratio.hi, 2) if ratio else ""}
+
+
+def headline_table(datas: list[PostData], arm: str, base: str | None, metrics: list) -> Markup:
+    """arm vs base at one sequence and at the ceiling: one row pair per model (experiment)
+    and chip, each metric as base -> arm and the change with its 95% interval."""
+    first = datas[0]
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
+    bad = [m for m in metrics if m not in METRICS]
+    if bad or not metrics:
+        first.fail(f"headline_table: unknown metrics {bad}; known: {', '.join(METRICS)}" if bad
+                   else "headline_table needs at least one metric")
+        metrics = [m for m in metrics if m in METRICS]
+    rows = []
+    for data in datas:
+        b = data.base if base is None else base
+        if not (data._arm_ok(arm) and data._arm_ok(b)):
+            continue
+        for chip in data.regimes.chips:
+            for conc in sorted({1, data.regimes.ceiling}):
+                cells = []
+                for m in metrics:
+                    spec = METRICS[m]
+                    on, off = data.cells.get((chip, arm, conc, m)), data.cells.get((chip, b, conc, m))
+                    ch = data.now.compare(m, chip, arm, b, conc, "change")
+                    cells.append({
+                        "base": _fmt(off.mean, spec.decimals) if off else "not measured",
+                        "arm": _fmt(on.mean, spec.decimals) if on else "not measured",
+                        "change": "" if ch.value is None else f"{ch.value:+.0%}",
+                        "interval": "" if ch.lo is None else f"{ch.lo:+.0%}\u2026{ch.hi:+.0%}"})
+                rows.append({"model": data.model, "chip": data.chip_names.get(chip, chip),
+                             "regime": data.regimes.regime_of(conc) or f"concurrency {conc}",
+                             "concurrency": conc, "base": b, "cells": cells})
+    sql_name = f"headline-{len(first.sql) + 1}.sql"
+    first.sql[sql_name] = "".join(queries.inline_sql(queries.RUN_VALUES_SQL, d.params) for d in datas)
+    html = render_block("headline_table.html", metrics=[METRICS[m] for m in metrics], rows=rows,
+                        arm=arm, sql_href=first.href(sql_name))
+    return first.token(html, "")
 
 
 def _series(data: PostData, metric: str) -> list[charts.Series]:
     out = []
     for chip in data.regimes.chips:
-        for arm in data.regimes.arms:
+        for arm in data.arm_order:
             pts = [(c, data.cells.get((chip, arm, c, metric))) for c in data.regimes.concurrencies]
             pts = [(c, cell) for c, cell in pts if cell is not None and cell.mean is not None]
             out.append(charts.Series(chip, arm, tuple(charts.concurrency_x(c) for c, _ in pts),
                                      tuple(cell.mean for _, cell in pts),
-                                     tuple(cell.lo for _, cell in pts),
-                                     tuple(cell.hi for _, cell in pts)))
+                                     tuple(cell.mean if cell.lo is None else cell.lo for _, cell in pts),
+                                     tuple(cell.mean if cell.hi is None else cell.hi for _, cell in pts)))
     return out
 
 
@@ -77,16 +128,17 @@ def chart(data: PostData, metric: str, x: str = "concurrency") -> Markup:
         return data.token(render_block("block_error.html", message="chart not drawn"), "")
     spec, reg = METRICS[metric], data.regimes
     fig = charts.panel_figure(
-        _series(data, metric), [(c, data.chip_names[c]) for c in reg.chips], list(reg.arms),
+        _series(data, metric), [(c, data.chip_names[c]) for c in reg.chips], list(data.arm_order),
         {"batch 1": charts.concurrency_x(1), "ceiling": charts.concurrency_x(reg.ceiling)},
         "concurrency", f"{spec.label} ({spec.unit})" if spec.unit else spec.label,
         [(charts.concurrency_x(c), str(c)) for c in reg.concurrencies])
     div_id = charts.chart_id(data.key, "chart", metric, x, len(data.blocks))
     sql_name = f"chart-{len(data.sql) + 1}.sql"
-    data.sql[sql_name] = queries.inline_sql(queries.CELLS_SQL, data.params)
+    data.sql[sql_name] = queries.inline_sql(queries.RUN_VALUES_SQL, data.params)
     html = render_block("chart.html", div_id=div_id, figure=charts.figure_json(fig),
                         caption=f"{spec.label} by concurrency, one panel per chip; bars show "
-                                "the round-to-round spread", sql_href=data.href(sql_name))
+                                "the 95% interval (paired bootstrap over rounds and requests)",
+                        sql_href=data.href(sql_name))
     return data.token(html, "")
 
 
@@ -96,11 +148,11 @@ def drafted_by_width_chart(data: PostData) -> Markup:
     widths = sorted({w for _, _, w, _, _, _ in rows} | {1, reg.ceiling})
     series = []
     for chip in reg.chips:
-        for arm in reg.arms:
+        for arm in data.arm_order:
             pts = [(w, s) for c, a, w, _, _, s in rows if (c, a) == (chip, arm)]
             ys = tuple(round(s * 100, 4) for _, s in pts)
             series.append(charts.Series(chip, arm, tuple(float(w) for w, _ in pts), ys, ys, ys))
-    fig = charts.panel_figure(series, [(c, data.chip_names[c]) for c in reg.chips], list(reg.arms),
+    fig = charts.panel_figure(series, [(c, data.chip_names[c]) for c in reg.chips], list(data.arm_order),
                               {"batch 1": 1.0, "ceiling": float(reg.ceiling)}, "batch width",
                               "passes that drafted (%)", [(float(w), str(w)) for w in widths],
                               kind="bars")

@@ -1,8 +1,17 @@
 """Claims: an author's stated figure checked against the value recomputed from raw rows.
 
-A stated "+25%" holds when the recomputed value rounds to it at the stated precision
-([24.5%, 25.5%)) or when the recomputed round-to-round spread overlaps that rounding
-interval, whichever is wider. "82%", "1.3x", "97.4 tok/s" and "126" parse the same way.
+The rules, each verdict naming the one that decided it:
+
+- A stated "+25%" holds when the recomputed value rounds to it at the stated precision
+  ([24.5%, 25.5%)) or when the stated value lies inside the recomputed 95% interval
+  (`intervals.py`). "82%", "1.3x", "97.4 tok/s" and "126" parse the same way.
+- A directional claim (a change such as "+25%" or "-27%" from gain() or traffic_gain(), a
+  ratio such as "1.3x" other than "1.0x") also needs its interval to exclude no change
+  (0 for a change, 1 for a ratio): otherwise "the interval includes no change".
+- "level" (also "±0%") on a gain or ratio says "no difference": it holds only when the
+  interval includes no change.
+- A figure with no interval (a run-level figure measured in one round) can hold by
+  rounding, but cannot carry a direction or "level".
 This module neither queries nor renders; it works on Measured values it is given.
 """
 from __future__ import annotations
@@ -15,7 +24,7 @@ from markupsafe import Markup, escape
 
 @dataclass(frozen=True, slots=True)
 class Measured:
-    """A recomputed figure: mean over rounds, its round-to-round spread [lo, hi].
+    """A recomputed figure: mean over rounds and its 95% interval [lo, hi] (None: none).
     kind: "value" (a metric), "change" (on/base - 1) or "ratio" (on/base)."""
     value: float | None
     lo: float | None
@@ -38,10 +47,20 @@ class Measured:
             return f"{v:.{max(self.decimals, 2)}f}x"
         return f"{v:.{self.decimals}f}" + (f" {self.unit}" if self.unit else "")
 
-    def spread_text(self) -> str:
+    def interval_text(self) -> str:
         if self.lo is None or self.hi is None:
             return ""
         return f"{self.format(self.lo)} to {self.format(self.hi)}"
+
+    def no_change(self) -> float | None:
+        return {"change": 0.0, "ratio": 1.0}.get(self.kind)
+
+    def includes_no_change(self) -> bool | None:
+        """Whether the interval includes no change; None without an interval or for a value."""
+        point = self.no_change()
+        if point is None or self.lo is None or self.hi is None:
+            return None
+        return self.lo <= point <= self.hi
 
     def __str__(self) -> str:
         return self.text()
@@ -96,28 +115,54 @@ class Verdict:
 
     def failure_message(self) -> str:
         return (f"claim {self.number} stated {self.stated!r}, measured "
-                f"{self.measured.text()} (spread {self.measured.spread_text() or 'none'}, "
+                f"{self.measured.text()} (95% interval {self.measured.interval_text() or 'none'}, "
                 f"{self.measured.what}): {self.reason}")
 
 
+LEVEL_WORDS = ("level", "\u00b10%", "+-0%", "+/-0%")
+NO_INTERVAL = "no interval (a run-level figure measured in one round)"
+
+
+def is_level(stated_text: str) -> bool:
+    return str(stated_text).strip().lower() in LEVEL_WORDS
+
+
 def judge(number: int, stated_text: str, measured: Measured, line: int | None) -> Verdict:
+    def verdict(ok: bool, reason: str) -> Verdict:
+        return Verdict(number, stated_text, measured, ok, reason, line)
+
     if measured.value is None:
-        return Verdict(number, stated_text, measured, False, "no data behind this claim", line)
+        return verdict(False, "no data behind this claim")
+    if is_level(stated_text):
+        if measured.no_change() is None:
+            return verdict(False, "'level' needs a comparison (gain(), ratio() or traffic_gain())")
+        inc = measured.includes_no_change()
+        if inc is None:
+            return verdict(False, f"{NO_INTERVAL} cannot show no difference")
+        return verdict(inc, "level: the interval includes no change" if inc
+                       else "not level: the interval excludes no change")
     try:
         stated = parse_stated(stated_text, measured.kind)
     except ClaimSyntaxError as e:
-        return Verdict(number, stated_text, measured, False, str(e), line)
+        return verdict(False, str(e))
     if stated.suffix == "%" and measured.kind == "ratio":
-        return Verdict(number, stated_text, measured, False,
-                       "a percentage needs gain() or a fraction, not a ratio", line)
+        return verdict(False, "a percentage needs gain() or a fraction, not a ratio")
     if stated.lo <= measured.value < stated.hi:
-        return Verdict(number, stated_text, measured, True, "rounds to the stated value", line)
-    lo = measured.lo if measured.lo is not None else measured.value
-    hi = measured.hi if measured.hi is not None else measured.value
-    if lo < stated.hi and hi >= stated.lo:
-        return Verdict(number, stated_text, measured, True, "within the round-to-round spread", line)
-    return Verdict(number, stated_text, measured, False,
-                   "outside both the stated rounding and the round-to-round spread", line)
+        reason = "rounds to the stated value"
+    elif measured.lo is not None and measured.lo <= stated.value <= measured.hi:
+        reason = "inside the 95% interval"
+    else:
+        return verdict(False, "outside both the stated rounding and the 95% interval"
+                       if measured.lo is not None else f"does not round to the stated value; {NO_INTERVAL}")
+    directional = {"change": stated.value != 0.0, "ratio": stated.value != 1.0}.get(measured.kind, False)
+    if not directional:
+        return verdict(True, reason)
+    inc = measured.includes_no_change()
+    if inc is None:
+        return verdict(False, f"{reason}, but a direction needs an interval: {NO_INTERVAL}")
+    if inc:
+        return verdict(False, f"{reason}, but the interval includes no change")
+    return verdict(True, f"{reason}; the interval excludes no change")
 
 
 def claim_link(verdict: Verdict) -> Markup:

@@ -17,7 +17,8 @@ from mkdocs.exceptions import Abort, ConfigurationError, PluginError
 from mkdocs.utils.meta import get_data
 
 from runner.publish.plugin import line_offset
-from runner.publish.post import render_post
+from runner.publish.across import plain
+from runner.publish.post import experiments_of, is_data_post, render_post
 
 
 def add_build_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,6 +31,9 @@ def add_build_arguments(p: argparse.ArgumentParser) -> None:
 def add_audit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config-file", "-f", default="mkdocs.yml", help="mkdocs config (default mkdocs.yml)")
     p.add_argument("--database", default=None, help="DuckDB file (default: the plugin's `database`)")
+    p.add_argument("--chip", default=None,
+                   help="judge every claim on this chip's newest data instead of each post's home "
+                        "(the exit code then reflects that chip)")
 
 
 def _config(args, **overrides):
@@ -80,16 +84,22 @@ def main_audit(args) -> int:
             print(f"{path}: front matter cannot be read: {e}")
             failed += 1
             continue
-        if "experiment" not in meta:
+        if not is_data_post(meta):
             continue
         posts += 1
         key = path.relative_to(docs).as_posix()
-        post = render_post(body, meta, key=key, db_path=db, line_offset=line_offset(source, body))
-        print(f"== {key} (experiment {meta.get('experiment')!r})")
+        post = render_post(body, meta, key=key, db_path=db, line_offset=line_offset(source, body),
+                           declarations=docs / "experiments", judge_chip=args.chip)
+        where = f"judged on {args.chip!r}'s newest data" if args.chip else f"home: {post.home_label}"
+        print(f"== {key} (experiments {', '.join(experiments_of(meta)[0]) or '?'}; {where})")
         for v in post.verdicts:
             print(f"  {key}:{v.line or 1}  {v.stated!r:>10}  measured {v.measured.text():>12}  "
-                  f"spread [{v.measured.spread_text() or 'none'}]  "
+                  f"95% [{v.measured.interval_text() or 'none'}]  "
                   f"{'ok  ' if v.ok else 'FAIL'}  {v.reason}")
+            for col in post.columns:
+                other = col.verdicts.get(v.number)
+                print(f"      on {col.label}: {other.measured.text() if other else 'not measured'}  "
+                      f"[{other.measured.interval_text() if other else ''}]  {plain(other)}")
         verdict_msgs = {v.failure_message() for v in post.verdicts}
         for f in post.failures:
             if f.message not in verdict_msgs:

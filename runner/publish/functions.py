@@ -1,7 +1,8 @@
-"""The functions a post body may call, bound to one post's experiment and data.
+"""The data a post body's functions read, bound to one post and one of its experiments.
 
-Each call queries through `queries.Reader`, renders one block template, and hands back a
-placeholder token (the HTML is swapped in after Markdown, so Markdown never touches it).
+Values come from `views.View` (which reads through `queries.Reader`); blocks render a
+template and hand back a placeholder token (the HTML is swapped in after Markdown, so
+Markdown never touches it).
 Problems never stop the post: they are recorded with the post line that caused them and
 reported together at the end of the build. Values handed to the sandbox hold no
 reference to the database or to these objects.
@@ -10,16 +11,17 @@ from __future__ import annotations
 
 import posixpath
 import sys
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import timedelta
 
 from markupsafe import Markup
 
-from runner.publish import queries
 from runner.publish.claims import Measured, Verdict, claim_link, judge
+from runner.publish.home import Judging, match_chip
 from runner.publish.metrics import METRICS, unknown_metric_message
 from runner.publish.regimes import Regimes, check_regimes
 from runner.publish.templating import template_line
+from runner.publish.views import ViewCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,30 +53,54 @@ def chip_labels(chips) -> dict[str, str]:
     return {c.chip_id: f"{c.name} ({c.chip_id[:8]})" if c.name in shared else c.name for c in chips}
 
 
-class PostData:
-    """One post's view of the database: its experiment, quickness and cutoff."""
+@dataclass
+class PostState:
+    """What one rendering of a post collects, shared by its experiments' PostData."""
+    key: str
+    token_prefix: str
+    line_offset: int = 0
+    page_url: str = ""
+    downloads_folder: str = "downloads"
+    failures: list[Failure] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+    blocks: dict[str, str] = field(default_factory=dict)        # token -> HTML
+    inline_text: dict[str, str] = field(default_factory=dict)   # token -> plain text for excerpts
+    sql: dict[str, str] = field(default_factory=dict)           # download file name -> SQL text
+    claim_cells: set[tuple[str, str, str, int]] = field(default_factory=set)  # (experiment, chip, arm, c)
+    cells_of: dict[int, set] = field(default_factory=dict)       # id(Measured) -> its cells
+    home_problem_told: bool = False
 
-    def __init__(self, reader: queries.Reader, experiment: str, quick: bool, *, key: str,
-                 token_prefix: str, line_offset: int = 0, as_of: datetime | None = None,
-                 page_url: str = "", downloads_folder: str = "downloads"):
-        self.page_url, self.downloads_folder = page_url, downloads_folder
-        self.reader, self.experiment, self.quick, self.as_of = reader, experiment, quick, as_of
-        self.key, self.token_prefix, self.line_offset = key, token_prefix, line_offset
-        self.failures: list[Failure] = []
-        self.verdicts: list[Verdict] = []
-        self.blocks: dict[str, str] = {}        # token -> HTML
-        self.inline_text: dict[str, str] = {}   # token -> plain text for excerpts
-        self.sql: dict[str, str] = {}           # download file name -> SQL text
-        self.claim_cells: set[tuple[str, str, int]] = set()
-        self._cells_of: dict[int, set] = {}
-        self.chips = reader.chips(experiment, quick)
-        self.chip_names = chip_labels(self.chips)
-        cells = reader.cells(experiment, quick, as_of)
-        self.cells = {(c.chip_id, c.arm, c.concurrency, c.metric): c for c in cells}
-        measured = {(c.chip_id, c.arm, c.concurrency) for c in cells}
-        self.regimes: Regimes = check_regimes(reader.layout(experiment, quick), measured,
+
+class PostData:
+    """One experiment's view for one post: blocks read every chip's newest data; values
+    for claims read the judging view (the home chip as of the post's date, or another
+    chip in the claims-on-every-chip table)."""
+
+    def __init__(self, state: PostState, views: ViewCache, experiment: str, quick: bool, *,
+                 base: str | None = None, judging: Judging | None = None,
+                 declared_arms: tuple[str, ...] = (), labels: dict[str, str] | None = None):
+        self.state, self.views = state, views
+        self.reader, self.experiment, self.quick, self.as_of = views.reader, experiment, quick, None
+        self.key, self.line_offset = state.key, state.line_offset
+        self.failures, self.verdicts, self.blocks = state.failures, state.verdicts, state.blocks
+        self.inline_text, self.sql = state.inline_text, state.sql
+        self._cells_of = state.cells_of
+        self.chips = self.reader.chips(experiment, quick)
+        self.chip_names = {c.chip_id: (labels or chip_labels(self.chips)).get(c.chip_id, c.name)
+                           for c in self.chips}
+        self.now = views.get(experiment, quick, None)
+        self.cells = self.now.cells
+        self.busy = self.reader.busy_cells(experiment, quick)
+        self.regimes: Regimes = check_regimes(self.reader.layout(experiment, quick), self.now.measured,
                                               [c.chip_id for c in self.chips], self.chip_names)
-        self.params = {"experiment": experiment, "quick": quick, "as_of": as_of}
+        self.judging = judging or Judging(None, None, "home")
+        self.judged = views.get(experiment, quick, self.judging.as_of)
+        arms = [a for a in declared_arms if a in self.regimes.arms] + sorted(
+            a for a in self.regimes.arms if a not in declared_arms)
+        self.arm_order = tuple(arms)
+        self.base = base if base is not None else (arms[0] if arms else "")
+        self.model = experiment                 # the declaration's model, when post.py knows it
+        self.params = {"experiment": experiment, "quick": quick, "as_of": None}
 
     # -- plumbing -----------------------------------------------------------
     def fail(self, message: str, line: int | None = None) -> None:
@@ -83,24 +109,31 @@ class PostData:
                                      message))
 
     def token(self, html: str, text: str = "", block: bool = True) -> Markup:
-        tok = f"{self.token_prefix}N{len(self.blocks):04d}Z"
+        tok = f"{self.state.token_prefix}N{len(self.blocks):04d}Z"
         self.blocks[tok] = html
         self.inline_text[tok] = text
         return Markup(f"\n\n{tok}\n\n" if block else tok)
 
     def href(self, file_name: str) -> str:
         """Link from this post's page to one of its download files."""
-        page_dir = self.page_url if self.page_url.endswith("/") else posixpath.dirname(self.page_url)
-        return posixpath.relpath(f"{self.downloads_folder}/{file_name}", page_dir or ".")
+        page_url = self.state.page_url
+        page_dir = page_url if page_url.endswith("/") else posixpath.dirname(page_url)
+        return posixpath.relpath(f"{self.state.downloads_folder}/{file_name}", page_dir or ".")
 
     def _chip(self, chip: str | None) -> str | None:
+        """The chip a value is read on: the judging chip unless the call names one."""
         known = ", ".join(repr(label) for label in self.chip_names.values())
+        if self.judging.every_value and self.judging.chip_id is not None:
+            return self.judging.chip_id
         if chip is None:
-            if len(self.chips) == 1:
-                return self.chips[0].chip_id
-            self.fail(f"name a chip (chip=...): the data has chips {known}")
+            if self.judging.chip_id is not None:
+                return self.judging.chip_id
+            if not self.state.home_problem_told:  # said once per post, not once per claim
+                self.state.home_problem_told = True
+                self.fail(self.judging.problem or f"name a chip (chip=...): the data has chips {known}")
             return None
-        hits = [c.chip_id for c in self.chips if chip in (self.chip_names[c.chip_id], c.name, c.chip_id)]
+        ids = [c.chip_id for c in self.chips]
+        hits = match_chip(chip, ids, self.chip_names, {c.chip_id: c.name for c in self.chips})
         if len(hits) == 1:
             return hits[0]
         self.fail(f"chip {chip!r} names {len(hits)} chips; name one of {known}" if hits
@@ -116,7 +149,7 @@ class PostData:
     def _arm_ok(self, arm: object) -> bool:
         if arm not in self.regimes.arms:
             self.fail(f"unknown arm {arm!r}; experiment {self.experiment!r} has arms "
-                      + ", ".join(repr(a) for a in self.regimes.arms))
+                      + ", ".join(repr(a) for a in self.arm_order))
             return False
         return True
 
@@ -124,40 +157,45 @@ class PostData:
         spec = METRICS.get(metric)
         m = Measured(value, lo, hi, n, kind, what, spec.decimals if spec else 1,
                      spec.unit if spec else "")
-        self._cells_of[id(m)] = cells
+        self._cells_of[id(m)] = {(self.experiment, *c) for c in cells}
         return m
+
+    def homeless(self, chip: str | None) -> bool:
+        """A value with no chip because the post has no home: that problem is reported
+        once, so its claims do not each fail again."""
+        return chip is None and self.judging.chip_id is None and self.judging.problem is not None
+
+    def _label(self, chip_id: str | None, chip: str | None) -> str:
+        label = self.chip_names.get(chip_id, chip)
+        if self.judging.as_of is not None and (chip is None or chip_id == self.judging.chip_id):
+            day = (self.judging.as_of - timedelta(days=1)).strftime("%Y-%m-%d")
+            return f"{label} (data as of {day})"
+        return str(label)
 
     # -- values -------------------------------------------------------------
     def metric(self, name: str, arm: str, concurrency: int, chip: str | None = None) -> Measured:
         chip_id = self._chip(chip)
         ok = self._metric_ok(name) and self._arm_ok(arm) and chip_id is not None
-        cell = self.cells.get((chip_id, arm, int(concurrency), name)) if ok else None
-        what = f"{name} of {arm} at concurrency {concurrency} on {self.chip_names.get(chip_id, chip)}"
-        if cell is None:
+        what = f"{name} of {arm} at concurrency {concurrency} on {self._label(chip_id, chip)}"
+        key = (chip_id, arm, int(concurrency), name)
+        if not ok or key not in self.judged.cells:
             return self._measured(None, None, None, 0, "value", what, name, set())
+        cell = self.judged.cells[key]
         return self._measured(cell.mean, cell.lo, cell.hi, cell.n_rounds, "value", what, name,
                               {(chip_id, arm, int(concurrency))})
 
-    def compare(self, metric: str, arm: str, base: str, concurrency: int, chip: str | None,
+    def compare(self, metric: str, arm: str, base: str | None, concurrency: int, chip: str | None,
                 kind: str) -> Measured:
+        base = self.base if base is None else base
         chip_id = self._chip(chip)
         what = (f"{metric} of {arm} vs {base} at concurrency {concurrency} on "
-                f"{self.chip_names.get(chip_id, chip)}")
+                f"{self._label(chip_id, chip)}")
         if not (self._metric_ok(metric) and self._arm_ok(arm) and self._arm_ok(base)) or chip_id is None:
             return self._measured(None, None, None, 0, kind, what, metric, set())
-        rows = self.reader.round_values(self.experiment, self.quick, metric, self.as_of)
         c = int(concurrency)
-        on = {r: v for ch, a, k, r, v in rows if (ch, a, k) == (chip_id, arm, c) and v is not None}
-        off = {r: v for ch, a, k, r, v in rows if (ch, a, k) == (chip_id, base, c) and v}
-        pairs = [on[r] / off[r] for r in sorted(on.keys() & off.keys())]
-        cells = {(chip_id, arm, c), (chip_id, base, c)}
-        if not pairs:
-            return self._measured(None, None, None, 0, kind, what, metric, cells)
-        shift = 1.0 if kind == "change" else 0.0
-        value = (sum(on.values()) / len(on)) / (sum(off.values()) / len(off)) - shift
-        lo, hi = min(pairs) - shift, max(pairs) - shift
-        return self._measured(value, min(lo, value), max(hi, value), len(pairs), kind, what,
-                              metric, cells)
+        e = self.judged.compare(metric, chip_id, arm, base, c, kind)
+        return self._measured(e.value, e.lo, e.hi, e.n_rounds, kind, what, metric,
+                              {(chip_id, arm, c), (chip_id, base, c)})
 
     def claim(self, stated: object, measured: object) -> Markup:
         line = caller_line()
@@ -165,10 +203,11 @@ class PostData:
             self.fail(f"claim({stated!r}, ...) needs a value from metric(), gain(), ratio(), "
                       "traffic_speed() or traffic_gain()", line)
             return Markup.escape(str(stated))
-        self.claim_cells |= self._cells_of.get(id(measured), set())
+        self.state.claim_cells |= self._cells_of.get(id(measured), set())
         verdict = judge(len(self.verdicts) + 1, str(stated), measured,
                         None if line is None else line + self.line_offset)
         self.verdicts.append(verdict)
-        if not verdict.ok:
+        told = measured.value is None and self.state.home_problem_told and self.judging.chip_id is None
+        if not verdict.ok and not told:
             self.failures.append(Failure(self.key, verdict.line, verdict.failure_message()))
         return self.token(str(claim_link(verdict)), str(stated), block=False)

@@ -1,4 +1,5 @@
-"""The `bothrows` mkdocs plugin: renders every post that names an `experiment`, swaps
+"""The `bothrows` mkdocs plugin: renders every post that names an `experiment` (or
+`experiments`), swaps
 its placeholder tokens for HTML after Markdown, ships plotly.min.js and each post's
 downloads into the site, and reports every failure together at the end of the build.
 
@@ -17,13 +18,14 @@ from mkdocs.config.base import Config
 from mkdocs.plugins import BasePlugin, get_plugin_logger
 from mkdocs.structure.files import File, Files
 
-from runner.publish.post import RenderedPost, render_post
+from runner.publish.post import RenderedPost, is_data_post, render_post
 from runner.publish.provenance import write_downloads
-from runner.publish.templating import OVERRIDES_DIR
+from runner.publish.templating import ASSETS_DIR, OVERRIDES_DIR
 
 log = get_plugin_logger("bothrows")
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 PLOTLY_URI = "assets/bothrows/plotly.min.js"
+CSS_URI = "assets/bothrows/bothrows.css"
 EXCERPT_SEPARATOR = "<!-- more -->"
 _TOKEN = re.compile(r"(?P<tok>BOTHROWS[0-9A-F]{8}N\d{4}Z)")
 _BLOCK_TOKEN = re.compile(r"<p>(?P<tok>BOTHROWS[0-9A-F]{8}N\d{4}Z)</p>")
@@ -59,11 +61,12 @@ class BothrowsPlugin(BasePlugin[BothrowsConfig]):
                     f.src_uri.endswith((".duckdb", ".duckdb.wal")):
                 files.remove(f)
         files.append(File.generated(config, PLOTLY_URI, abs_src_path=str(PLOTLY_JS)))
+        files.append(File.generated(config, CSS_URI, abs_src_path=str(ASSETS_DIR / "bothrows.css")))
         return files
 
     def on_page_markdown(self, markdown, page, config, files):
         meta = page.meta or {}
-        if "experiment" not in meta:
+        if not is_data_post(meta):
             return markdown
         key = page.file.src_uri
         try:
@@ -71,7 +74,8 @@ class BothrowsPlugin(BasePlugin[BothrowsConfig]):
         except OSError:
             source = ""
         result = render_post(markdown, meta, key=key, db_path=self.db_path, page_url=page.url,
-                             line_offset=line_offset(source, markdown))
+                             line_offset=line_offset(source, markdown),
+                             declarations=Path(config.docs_dir) / "experiments")
         self.rendered[key] = result
         for tok in result.blocks:
             self.pages[tok] = key

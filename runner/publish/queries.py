@@ -1,7 +1,8 @@
 """The only reader of DuckDB for pages: one named method per question a page asks.
 
-Every aggregate is computed in DuckDB SQL over complete runs; Python only receives the
-small per-cell results (never loops over pass or request rows). Every query is sorted so
+Every aggregate is computed in DuckDB SQL over complete runs; Python receives per-cell
+and per-run results, and, for the bootstrap (`intervals.py`), per-request values as
+numpy arrays (never a Python loop over pass or request rows). Every query is sorted so
 that the same database always yields the same page. This module does not format or
 render anything and never writes to the database.
 """
@@ -12,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from runner.publish.metrics import METRICS
@@ -96,6 +98,22 @@ FROM long
 GROUP BY chip_id, arm, concurrency, metric
 ORDER BY chip_id, arm, concurrency, metric"""
 
+# Per-run values (the cells' inputs) and per-request values (the bootstrap's inputs).
+RUN_VALUES_SQL = RUN_METRICS + """
+SELECT chip_id, arm, concurrency, round, """ + ", ".join(METRICS) + """ FROM per_run
+ORDER BY chip_id, arm, concurrency, round"""
+
+REQUEST_VALUES_SQL = "WITH " + CHOSEN_RUNS + """
+SELECT c.chip_id, c.arm, c.concurrency, c.round, q.request_id,
+       CAST(q.prompt_tokens * 1e9 / nullif(q.first_token_ns - q.arrival_ns, 0) AS DOUBLE) AS prefill_tps,
+       CAST(CASE WHEN q.output_tokens > 1 THEN (q.output_tokens - 1) * 1e9
+                 / nullif(q.done_ns - q.first_token_ns, 0) END AS DOUBLE) AS decode_tps,
+       CAST((q.first_token_ns - q.arrival_ns) / 1e6 AS DOUBLE) AS ttft_ms,
+       CAST(CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6
+                 / (q.output_tokens - 1) END AS DOUBLE) AS tpot_ms
+FROM requests q JOIN chosen c ON q.run_id = c.run_id
+ORDER BY c.chip_id, c.arm, c.concurrency, c.round, q.request_id"""
+
 ROUND_VALUES_SQL = RUN_METRICS + """
 SELECT chip_id, arm, concurrency, round, value FROM long
 WHERE metric = $metric
@@ -131,9 +149,31 @@ UNION SELECT 'declaration_sha256', declaration_sha256 FROM chosen
 UNION SELECT 'run_date', strftime(started_at, '%Y-%m-%d') FROM chosen
 ORDER BY what, value"""
 
+# The machine's load while each chip measured (columns added by a store migration; a
+# database from before it has none, and pages then say nothing about load).
+LOAD_SQL = "WITH " + CHOSEN_RUNS + """
+SELECT c.chip_id, count(*) AS runs,
+       min(least(c.loadavg_start, c.loadavg_end)) AS load_min,
+       max(greatest(c.loadavg_start, c.loadavg_end)) AS load_max,
+       max(c.steal_fraction) AS steal_max,
+       max(c.busy_fraction_other) AS busy_other_max,
+       count(*) FILTER (WHERE c.loadavg_start IS NOT NULL) AS with_load
+FROM chosen c
+GROUP BY c.chip_id ORDER BY c.chip_id"""
+
+BUSY_CELLS_SQL = "WITH " + CHOSEN_RUNS + """
+SELECT DISTINCT c.chip_id, c.arm, c.concurrency
+FROM chosen c JOIN chips ch USING (chip_id)
+WHERE greatest(c.loadavg_start, c.loadavg_end) > ch.cores + $busy_load_margin
+   OR c.steal_fraction > $busy_steal OR c.busy_fraction_other > $busy_other
+ORDER BY 1, 2, 3"""
+# A cell is marked busy when, in any of its rounds, the load average exceeded the cores
+# by more than one run's own threads could explain, or another tenant took CPU time.
+BUSY = {"busy_load_margin": 1.0, "busy_steal": 0.05, "busy_other": 0.25}
+
 REMEASURED_SQL = """
 SELECT r.run_id, r.chip_id, r.arm, r.concurrency, r.round,
-       strftime(r.started_at, '%Y-%m-%d') AS day
+       strftime(r.started_at, '%Y-%m-%d') AS day, r.code_version
 FROM runs r
 WHERE r.experiment = $experiment AND r.status = 'complete' AND r.quick = $quick
   AND r.started_at >= $since::TIMESTAMP
@@ -209,6 +249,36 @@ class Reader:
         p = {"experiment": experiment, "quick": quick, "as_of": as_of, "metric": metric}
         return [(c, a, int(k), int(r), v) for c, a, k, r, v in self._rows(ROUND_VALUES_SQL, p)]
 
+    def run_values(self, experiment: str, quick: bool,
+                   as_of: datetime | None = None) -> dict[tuple, dict[str, float | None]]:
+        """(chip, arm, concurrency, round) -> {metric: the run's value}."""
+        p = {"experiment": experiment, "quick": quick, "as_of": as_of}
+        return {(c, a, int(k), int(r)): dict(zip(METRICS, vals))
+                for c, a, k, r, *vals in self._rows(RUN_VALUES_SQL, p)}
+
+    def request_values(self, experiment: str, quick: bool, as_of: datetime | None = None) -> dict:
+        """(chip, arm, concurrency, round) -> (request ids, {column: values}) as numpy
+        arrays, for the bootstrap (`intervals.py`); nulls are NaN."""
+        p = {"experiment": experiment, "quick": quick, "as_of": as_of}
+        used = {k: v for k, v in p.items() if f"${k}" in REQUEST_VALUES_SQL}
+        t = self.con.sql(REQUEST_VALUES_SQL, params=used).to_arrow_table()
+        if t.num_rows == 0:
+            return {}
+        cols = {n: t.column(n).to_numpy(zero_copy_only=False) for n in t.column_names}
+        key_cols = [cols["chip_id"], cols["arm"], cols["concurrency"], cols["round"]]
+        change = np.zeros(t.num_rows - 1, dtype=bool)
+        for col in key_cols:  # rows are sorted by key: each run is one block
+            change |= col[1:] != col[:-1]
+        starts = np.concatenate([[0], np.nonzero(change)[0] + 1])
+        ends = np.concatenate([starts[1:], [t.num_rows]])
+        out = {}
+        for a, b in zip(starts.tolist(), ends.tolist()):
+            k = (str(key_cols[0][a]), str(key_cols[1][a]), int(key_cols[2][a]), int(key_cols[3][a]))
+            out[k] = (cols["request_id"][a:b].astype(np.int64),
+                      {c: np.asarray(cols[c][a:b], dtype=float)
+                       for c in ("prefill_tps", "decode_tps", "ttft_ms", "tpot_ms")})
+        return out
+
     def drafted_by_width(self, experiment: str, quick: bool,
                          as_of: datetime | None = None) -> list[tuple[str, str, int, int, int, float]]:
         p = {"experiment": experiment, "quick": quick, "as_of": as_of}
@@ -229,8 +299,28 @@ class Reader:
             out.setdefault(what, []).append(value)
         return out
 
+    def _has_load(self) -> bool:
+        cols = {r[0] for r in self.con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'").fetchall()}
+        return {"loadavg_start", "loadavg_end", "steal_fraction", "busy_fraction_other"} <= cols
+
+    def load_by_chip(self, experiment: str, quick: bool) -> dict[str, dict]:
+        """chip_id -> the load figures of its runs (empty for databases without them)."""
+        if not self._has_load():
+            return {}
+        p = {"experiment": experiment, "quick": quick, "as_of": None}
+        keys = ("runs", "load_min", "load_max", "steal_max", "busy_other_max", "with_load")
+        return {r[0]: dict(zip(keys, r[1:])) for r in self._rows(LOAD_SQL, p)}
+
+    def busy_cells(self, experiment: str, quick: bool) -> set[tuple[str, str, int]]:
+        if not self._has_load():
+            return set()
+        p = {"experiment": experiment, "quick": quick, "as_of": None, **BUSY}
+        return {(c, a, int(k)) for c, a, k in self._rows(BUSY_CELLS_SQL, p)}
+
     def remeasured(self, experiment: str, quick: bool, since: datetime) -> list[tuple]:
-        """Complete runs started at or after `since` (run_id, chip_id, arm, concurrency, round, day)."""
+        """Complete runs started at or after `since`
+        (run_id, chip_id, arm, concurrency, round, day, code_version)."""
         return self._rows(REMEASURED_SQL, {"experiment": experiment, "quick": quick, "since": since})
 
     def raw_tables(self, experiment: str, quick: bool) -> dict[str, pa.Table]:

@@ -17,8 +17,9 @@ from runner.publish.claims import Measured
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
 BLOCKS_DIR = TEMPLATES_DIR / "blocks"
 OVERRIDES_DIR = TEMPLATES_DIR / "overrides"
+ASSETS_DIR = TEMPLATES_DIR / "assets"
 _PLAIN_TYPES = (str, int, float, bool, list, tuple, dict)
-_MEASURED_FIELDS = frozenset(Measured.__slots__) | {"text", "spread_text"}
+_MEASURED_FIELDS = frozenset(Measured.__slots__) | {"text", "interval_text"}
 
 TemplateProblem = (jinja2.TemplateError, SecurityError)
 

@@ -3,8 +3,9 @@ at each concurrency) turns the per-concurrency decode speeds into an expected pe
 decode speed for each arm, and names the better arm and its margin, per chip.
 
 expected(arm) = sum over c of share_c x decode_tps(arm, c), where decode_tps is the
-per-sequence decode speed of the regime table (the same SQL, `queries.CELLS_SQL`). The
-round-to-round spread comes from the same sum taken within each round. This module
+per-sequence decode speed of the regime table. Its 95% interval comes from the same sum
+taken in each bootstrap draw (`intervals.py`; draws are shared across arms, so a gain is
+paired). This module
 validates profiles, computes these values and renders the `traffic.html` block; it
 never reads the database except through `queries.Reader`.
 """
@@ -12,11 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from markupsafe import Markup
 
 from runner.publish import queries
 from runner.publish.claims import Measured
 from runner.publish.functions import PostData
+from runner.publish.intervals import interval
 from runner.publish.templating import render_block
 
 METRIC = "decode_tps"
@@ -67,22 +71,20 @@ class Expected:
     chip_id: str
     arm: str
     mean: float | None                 # from the cells' means (what the regime table shows)
-    by_round: dict[int, float]         # the same sum within each complete round
+    draws: object                      # the same sum in each bootstrap draw (numpy array) or None
+    n_rounds: int
 
 
-def expected_speeds(data: PostData, profile: Profile, chip_id: str) -> list[Expected]:
-    rows = data.reader.round_values(data.experiment, data.quick, METRIC, data.as_of)
-    per_round: dict[tuple[str, int, int], float] = {
-        (a, k, r): v for ch, a, k, r, v in rows if ch == chip_id and v is not None}
-    rounds = sorted({r for _, _, r in per_round})
+def expected_speeds(data: PostData, profile: Profile, chip_id: str, view=None) -> list[Expected]:
+    """Every arm's expected speed, from `view` (default: the newest data, as blocks show)."""
+    view = view or data.now
     out = []
-    for arm in data.regimes.arms:
-        cells = [data.cells.get((chip_id, arm, c, METRIC)) for c, _ in profile.shares]
+    for arm in data.arm_order:
+        cells = [view.cells.get((chip_id, arm, c, METRIC)) for c, _ in profile.shares]
         mean = (sum(s * cell.mean for (_, s), cell in zip(profile.shares, cells))
                 if all(cell is not None and cell.mean is not None for cell in cells) else None)
-        by_round = {r: sum(s * per_round[(arm, c, r)] for c, s in profile.shares)
-                    for r in rounds if all((arm, c, r) in per_round for c, _ in profile.shares)}
-        out.append(Expected(chip_id, arm, mean, by_round))
+        draws = view.intervals.weighted(METRIC, chip_id, arm, profile.shares) if mean is not None else None
+        out.append(Expected(chip_id, arm, mean, draws, min((c.n_rounds for c in cells if c), default=0)))
     return out
 
 
@@ -102,34 +104,37 @@ def speed(data: PostData, profile: object, arm: str, chip: str | None) -> Measur
     """An arm's expected per-user decode speed under the profile, claimable."""
     prof, chip_id = _profile(data, profile), data._chip(chip)
     what = (f"expected per-user decode_tps of {arm} under traffic "
-            f"({prof.describe() if prof else profile}) on {data.chip_names.get(chip_id, chip)}")
+            f"({prof.describe() if prof else profile}) on {data._label(chip_id, chip)}")
     if prof is None or chip_id is None or not data._arm_ok(arm):
         return data._measured(None, None, None, 0, "value", what, METRIC, set())
-    e = next(x for x in expected_speeds(data, prof, chip_id) if x.arm == arm)
-    vals = list(e.by_round.values())
-    if e.mean is None or not vals:
+    e = next(x for x in expected_speeds(data, prof, chip_id, data.judged) if x.arm == arm)
+    if e.mean is None:
         return data._measured(None, None, None, 0, "value", what, METRIC, set())
-    return data._measured(e.mean, min(min(vals), e.mean), max(max(vals), e.mean), len(vals),
-                          "value", what, METRIC, _cells(chip_id, (arm,), prof))
+    est = interval(e.mean, e.draws, e.n_rounds)
+    return data._measured(est.value, est.lo, est.hi, est.n_rounds, "value", what, METRIC,
+                          _cells(chip_id, (arm,), prof))
 
 
-def gain(data: PostData, profile: object, arm: str, base: str, chip: str | None) -> Measured:
-    """arm's expected speed over base's, minus 1, under the profile; spread from the
-    per-round ratios (as `gain()` does for one concurrency)."""
+def gain(data: PostData, profile: object, arm: str, base: str | None, chip: str | None) -> Measured:
+    """arm's expected speed over base's, minus 1, under the profile; its interval from the
+    same ratio taken draw by draw (paired, as `gain()` is for one concurrency)."""
+    base = data.base if base is None else base
     prof, chip_id = _profile(data, profile), data._chip(chip)
     what = (f"expected per-user decode_tps of {arm} vs {base} under traffic "
-            f"({prof.describe() if prof else profile}) on {data.chip_names.get(chip_id, chip)}")
+            f"({prof.describe() if prof else profile}) on {data._label(chip_id, chip)}")
     if prof is None or chip_id is None or not (data._arm_ok(arm) and data._arm_ok(base)):
         return data._measured(None, None, None, 0, "change", what, METRIC, set())
-    by_arm = {x.arm: x for x in expected_speeds(data, prof, chip_id)}
+    by_arm = {x.arm: x for x in expected_speeds(data, prof, chip_id, data.judged)}
     on, off = by_arm[arm], by_arm[base]
-    pairs = [on.by_round[r] / off.by_round[r] - 1
-             for r in sorted(on.by_round.keys() & off.by_round.keys()) if off.by_round[r]]
-    if on.mean is None or not off.mean or not pairs:
+    if on.mean is None or not off.mean:
         return data._measured(None, None, None, 0, "change", what, METRIC, set())
-    value = on.mean / off.mean - 1
-    return data._measured(value, min(min(pairs), value), max(max(pairs), value), len(pairs),
-                          "change", what, METRIC, _cells(chip_id, (arm, base), prof))
+    reps = None
+    if on.draws is not None and off.draws is not None:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reps = np.where(off.draws != 0, on.draws / off.draws, np.nan) - 1
+    est = interval(on.mean / off.mean - 1, reps, min(on.n_rounds, off.n_rounds))
+    return data._measured(est.value, est.lo, est.hi, est.n_rounds, "change", what, METRIC,
+                          _cells(chip_id, (arm, base), prof))
 
 
 def best_arm(data: PostData, profile: object, chip: str | None) -> str:
@@ -137,7 +142,7 @@ def best_arm(data: PostData, profile: object, chip: str | None) -> str:
     prof, chip_id = _profile(data, profile), data._chip(chip)
     if prof is None or chip_id is None:
         return ""
-    ranked = _ranked(expected_speeds(data, prof, chip_id))
+    ranked = _ranked(expected_speeds(data, prof, chip_id, data.judged))
     return ranked[0].arm if ranked else ""
 
 
@@ -147,27 +152,28 @@ def _ranked(speeds: list[Expected]) -> list[Expected]:
 
 
 def _row(e: Expected, base: Expected | None, best: Expected, runner_up: Expected | None) -> dict:
-    vals = list(e.by_round.values())
+    est = interval(e.mean, e.draws, e.n_rounds) if e.mean is not None else None
     vs_base = (e.mean / base.mean - 1) if base and base.mean and e.mean is not None else None
     margin = (e.mean / runner_up.mean - 1) if e is best and runner_up and runner_up.mean else None
     return {"arm": e.arm, "best": e is best,
             "value": "" if e.mean is None else f"{e.mean:,.1f}",
-            "spread": f"{min(vals):,.1f}\u2013{max(vals):,.1f}" if len(vals) > 1 else "",
+            "interval": f"{est.lo:,.1f}\u2013{est.hi:,.1f}" if est and est.lo is not None else "",
             "vs_base": "" if vs_base is None or e is base else f"{vs_base:+.1%}",
             "margin": "" if margin is None else f"{margin:+.1%}"}
 
 
-def traffic(data: PostData, profile: object, label: str, base: str) -> Markup:
+def traffic(data: PostData, profile: object, label: str, base: str | None) -> Markup:
     """The block: per chip, each arm's expected per-user decode speed under the profile,
     its change over `base`, and the better arm with its margin over the runner-up."""
+    base = data.base if base is None else base
     prof = _profile(data, profile)
     if base not in data.regimes.arms:
         data.fail(f"traffic: base arm {base!r} is not an arm of {data.experiment!r} "
-                  f"(arms: {', '.join(data.regimes.arms)})")
+                  f"(arms: {', '.join(data.arm_order)})")
     if prof is None:
         return data.token(render_block("block_error.html", message="traffic choice not shown"), "")
     sql_name = f"traffic-{len(data.sql) + 1}.sql"
-    data.sql[sql_name] = queries.inline_sql(queries.CELLS_SQL, data.params)
+    data.sql[sql_name] = queries.inline_sql(queries.RUN_VALUES_SQL, data.params)
     chips = []
     for chip_id in data.regimes.chips:
         speeds = expected_speeds(data, prof, chip_id)

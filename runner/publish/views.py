@@ -1,0 +1,77 @@
+"""One experiment's data as of a moment: its cells with their 95% intervals.
+
+A `View` is what a page block or a claim reads: the per-run and per-request values the
+query layer returns for complete runs started before `as_of` (None: all of them), the
+bootstrap over them (`intervals.py`), and a lazy mapping (chip, arm, concurrency, metric)
+-> CellStat that computes each cell's interval the first time it is asked for. Views are
+cached per (experiment, quickness, as_of) for one post, since a post is rendered several
+times (once per chip in the claims-on-every-chip table) over the same data.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from runner.publish import queries
+from runner.publish.intervals import Estimate, Intervals
+from runner.publish.metrics import METRICS
+
+
+class CellMap(Mapping):
+    """(chip, arm, concurrency, metric) -> CellStat for every cell with a value."""
+
+    def __init__(self, intervals: Intervals, runs: dict):
+        self.intervals = intervals
+        self._keys = sorted({(c, a, k, m) for (c, a, k, _), vals in runs.items()
+                             for m, v in vals.items() if v is not None})
+        self._index = set(self._keys)
+        self._cache: dict[tuple, queries.CellStat] = {}
+
+    def __getitem__(self, key: tuple) -> queries.CellStat:
+        if key not in self._index:
+            raise KeyError(key)
+        if key not in self._cache:
+            chip, arm, conc, metric = key
+            e = self.intervals.estimate(metric, chip, arm, conc)
+            self._cache[key] = queries.CellStat(chip, arm, conc, metric, e.value, e.lo, e.hi, e.n_rounds)
+        return self._cache[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+class View:
+    def __init__(self, reader: queries.Reader, experiment: str, quick: bool, as_of: datetime | None):
+        self.experiment, self.quick, self.as_of = experiment, quick, as_of
+        self.runs = reader.run_values(experiment, quick, as_of)
+        self.intervals = Intervals(experiment, self.runs, reader.request_values(experiment, quick, as_of))
+        self.cells = CellMap(self.intervals, self.runs)
+        self.measured = {(c, a, k) for (c, a, k, _) in self.runs}
+        self.chip_ids = tuple(sorted({c for (c, _, _, _) in self.runs}))
+
+    def compare(self, metric: str, chip: str, arm: str, base: str, conc: int, kind: str) -> Estimate:
+        return self.intervals.compare(metric, chip, arm, base, conc, kind)
+
+
+class ViewCache:
+    """Views of one post's experiments, shared by every rendering of that post."""
+
+    def __init__(self, reader: queries.Reader):
+        self.reader = reader
+        self._views: dict[tuple, View] = {}
+
+    def get(self, experiment: str, quick: bool, as_of: datetime | None) -> View:
+        key = (experiment, quick, as_of)
+        if key not in self._views:
+            self._views[key] = View(self.reader, experiment, quick, as_of)
+        return self._views[key]
+
+
+def known_metric(name: object) -> bool:
+    return name in METRICS
