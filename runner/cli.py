@@ -15,7 +15,8 @@ VERBS = {
     "audit": ("runner.publish.commands", "print every claim with its recomputed value"),
     "bench": ("runner.bench", "benchmark this engine against mlx-lm"),
     "demo": ("runner.demo", "generate a few continuations on a checkpoint"),
-    "train-tiny": ("runner.train.commands", "re-create the shipped checkpoint"),
+    "train": ("runner.train.commands", "train a shipped checkpoint (--preset tiny | deep)"),
+    "train-tiny": ("runner.train.commands", "re-create the shipped tiny checkpoint"),
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -36,27 +37,53 @@ def add_train_tiny_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-prompts", type=int, default=None, help="evaluate MTP acceptance on the first N prompts only")
 
 
-def main_train_tiny(args: argparse.Namespace) -> int:
+def add_train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", choices=("tiny", "deep"), required=True,
+                   help="tiny: re-create runner/models/tiny; deep: grow it to 16 layers and train on")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run from its last checkpoint")
+    add_train_tiny_arguments(p)
+    p.set_defaults(out=None, distill_steps=None)
+
+
+def main_train(args: argparse.Namespace) -> int:
+    """`runner train --preset NAME`: one command per shipped checkpoint."""
+    if args.preset == "tiny":
+        if args.resume:
+            print("train: --resume is for --preset deep (tiny's recipe restarts from its saved checkpoint "
+                  "with --distill-only / --evaluate-only)", file=sys.stderr)
+            return 2
+        args.out = args.out or DEFAULT_OUT
+        args.distill_steps = DISTILL_STEPS if args.distill_steps is None else args.distill_steps
+        return main_train_tiny(args, verb="train")
+    from . import deep
+    args.out = args.out or deep.DEFAULT_OUT
+    args.distill_steps = deep.DISTILL_STEPS if args.distill_steps is None else args.distill_steps
+    return main_train_tiny(args, verb="train", prepare=deep.run)
+
+
+def main_train_tiny(args: argparse.Namespace, verb: str = "train-tiny", prepare=None) -> int:
     for flag in ("steps", "batch", "eval_prompts"):
         value = getattr(args, flag)
         if value is not None and value < 1:
-            print(f"train-tiny: --{flag.replace('_', '-')} must be >= 1, got {value}", file=sys.stderr)
+            print(f"{verb}: --{flag.replace('_', '-')} must be >= 1, got {value}", file=sys.stderr)
             return 2
     if args.distill_steps < 0 or (args.distill_only and not args.distill_steps):
-        print("train-tiny: --distill-only needs --distill-steps N with N >= 1", file=sys.stderr)
+        print(f"{verb}: --distill-only needs --distill-steps N with N >= 1", file=sys.stderr)
         return 2
     if not args.no_openblas:
-        blas.reexec_with_openblas(blas.argv_from("train-tiny"))
+        # Training's products are large: both cores' BLAS threads pay, unlike decode's.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", str(_cores()))
+        blas.reexec_with_openblas(blas.argv_from(verb))
     from ..engine.checkpoint import CheckpointError
     from .corpus import CorpusError
     try:
         if not (args.evaluate_only or args.distill_only):
-            prepare_and_train(args)
-        if args.distill_steps and not args.evaluate_only:
-            distill(args)
+            (prepare or prepare_and_train)(args)
+        if args.distill_steps and not args.evaluate_only and not _distilled(args):
+            distill(args, verb)
         finish(args.out, args.eval_prompts)
-    except (CorpusError, CheckpointError, RuntimeError) as e:
-        print(f"train-tiny: {e}", file=sys.stderr)
+    except (CorpusError, CheckpointError, RuntimeError, ValueError) as e:
+        print(f"{verb}: {e}", file=sys.stderr)
         return 2
     return 0
 
@@ -113,7 +140,14 @@ def prepare_and_train(args: argparse.Namespace) -> None:
     (out / "recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
 
 
-def distill(args: argparse.Namespace) -> None:
+def _distilled(args: argparse.Namespace) -> bool:
+    """A resumed run whose distillation already finished does not distil twice."""
+    recipe = args.out / "recipe.json"
+    return bool(getattr(args, "resume", False) and recipe.is_file()
+                and "distill" in json.loads(recipe.read_text()))
+
+
+def distill(args: argparse.Namespace, verb: str = "train-tiny") -> None:
     """Self-distil the MTP layer of the checkpoint in --out and save it in place."""
     from . import corpus, data, loop
     from .distill import distill_mtp
@@ -141,7 +175,7 @@ def distill(args: argparse.Namespace) -> None:
                          "steps": args.distill_steps, "batch": args.batch or cfg.batch, "seed": args.seed + 1,
                          "first_kl": losses[0], "last_kl": losses[-1],
                          "wall_s": round(time.time() - started, 1),
-                         "command": " ".join(["runner", *blas.argv_from("train-tiny")])}
+                         "command": " ".join(["runner", *blas.argv_from(verb)])}
     (out / "recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
 
 
@@ -166,5 +200,4 @@ def _cpu_name() -> str:
 
 
 def _cores() -> int:
-    import os
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

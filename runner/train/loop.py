@@ -112,14 +112,20 @@ def make_step(model: Model, optimizer: optim.Optimizer, cfg: TrainConfig, train_
 
 
 def train(model: Model, config: dict, next_batch: Callable[[], np.ndarray], cfg: TrainConfig,
-          out: Optional[Path] = None, log: Callable[[str], None] = print) -> list[dict]:
+          out: Optional[Path] = None, log: Callable[[str], None] = print,
+          resumable: Optional["Resumable"] = None) -> list[dict]:
     """Run cfg.steps updates; every checkpoint_every steps (and at the end) write the
-    checkpoint to `out` with train_log.json, so an interrupted run leaves a usable model."""
+    checkpoint to `out` with train_log.json, so an interrupted run leaves a usable model.
+    With `resumable`, also save the full training state there and, if it holds a
+    restored one, continue after its last step."""
     optimizer = optim.AdamW(learning_rate=schedule(cfg), betas=[0.9, 0.95], weight_decay=cfg.weight_decay)
-    step = make_step(model, optimizer, cfg)
     history: list[dict] = []
-    started = time.time()
-    for i in range(1, cfg.steps + 1):
+    if resumable is not None and resumable.restored is not None:
+        optimizer.state, history = resumable.restored
+        log(f"resuming after step {len(history)} of {cfg.steps}")
+    step = make_step(model, optimizer, cfg)
+    started = time.time() - (history[-1]["elapsed_s"] if history else 0.0)
+    for i in range(len(history) + 1, cfg.steps + 1):
         batch = mx.array(next_batch())
         total, main, mtp, index, counts, norm = step(batch)
         balance(model, counts, cfg.balance_rate)
@@ -131,9 +137,25 @@ def train(model: Model, config: dict, next_batch: Callable[[], np.ndarray], cfg:
             log(f"step {i}/{cfg.steps} loss {row['loss']:.4f} mtp {row['mtp_loss']:.4f} "
                 f"indexer_kl {row['indexer_kl']:.4f} |g| {row['grad_norm']:.2f} "
                 f"lr {optimizer.learning_rate.item():.2e} {row['elapsed_s']:.0f}s")
-        if out is not None and (i % cfg.checkpoint_every == 0 or i == cfg.steps):
-            write_checkpoint(model, config, out, cfg, history)
+        if i % cfg.checkpoint_every == 0 or i == cfg.steps:
+            if resumable is not None:
+                resumable.save(model, config, optimizer, history)
+            if out is not None:
+                write_checkpoint(model, config, out, cfg, history)
     return history
+
+
+@dataclass
+class Resumable:
+    """Where a run keeps its full state, and the state it restarts from (if any)."""
+    state_dir: Path
+    rng: np.random.Generator          # the batch sampler's generator, saved with the state
+    meta: dict                        # what must match to resume (the recipe)
+    restored: Optional[tuple] = None  # (optimizer state, history) from `resume.load`
+
+    def save(self, model: Model, config: dict, optimizer: optim.Optimizer, history: list[dict]) -> None:
+        from . import resume
+        resume.save(self.state_dir, model, config, optimizer, self.rng, history, self.meta)
 
 
 def write_checkpoint(model: Model, config: dict, out: Path, cfg: TrainConfig, history: list[dict]) -> None:
