@@ -52,10 +52,7 @@ def render(directory: Path, manifest: Path = corpus.MANIFEST) -> str:
                   "partial_rotary_factor", "use_qk_norm", "num_nextn_predict_layers",
                   "index_n_heads", "index_head_dim", "eos_token_id"]
     lines = [
-        "# tiny: a small trained GLM-4.5-style MoE with an MTP layer and an indexer",
-        "",
-        "The checkpoint every report runs on. Made by `runner train-tiny` (recipe in",
-        "`runner/train/`); a re-run with the same interpreter, seed and manifest re-creates it.",
+        *_header(recipe, cfg),
         "",
         "## Files",
         "",
@@ -79,9 +76,9 @@ def render(directory: Path, manifest: Path = corpus.MANIFEST) -> str:
         f"{sum(f.size for f in files):,} bytes, each with size and sha256; the recipe refuses to run "
         "when the local files differ (unless `--rebuild-manifest`).",
         f"Split by file on sha256(path) mod 100 < {corpus.HELDOUT_PERCENT}: {recipe.get('train_files')} train files "
-        f"({recipe.get('train_bytes'):,} bytes, {recipe.get('train_tokens'):,} tokens) and "
-        f"{recipe.get('heldout_files')} held-out files ({recipe.get('heldout_bytes'):,} bytes). "
-        f"`heldout.jsonl` holds {recipe.get('heldout_prompts')} line-aligned chunks (1,000-1,600 characters) of "
+        f"({recipe.get('train_bytes', 0):,} bytes, {recipe.get('train_tokens', 0):,} tokens) and "
+        f"{recipe.get('heldout_files')} held-out files ({recipe.get('heldout_bytes', 0):,} bytes). "
+        f"`heldout.jsonl` holds {recipe.get('heldout_prompts', 300)} line-aligned chunks (1,000-1,600 characters) of "
         "held-out files only. Held-out files:",
         "",
         "| file | bytes | sha256 |", "| --- | --- | --- |",
@@ -90,15 +87,13 @@ def render(directory: Path, manifest: Path = corpus.MANIFEST) -> str:
         "## Training",
         "",
         f"- Command: `{recipe.get('command', '').strip()}`",
-        "- Re-create in one run: `runner train-tiny` (training, then MTP self-distillation from the "
-        "saved checkpoint, then this evaluation). The shipped files came from the two commands "
-        "listed here, which do the same steps with the same seeds.",
+        *_recreate_lines(recipe),
         f"- Machine: {recipe.get('machine')}; MLX {recipe.get('mlx')}; BLAS: {recipe.get('blas')}.",
-        "- BLAS: MLX's Linux CPU wheel uses the reference BLAS (~50 s a step here). With Debian's "
-        "OpenBLAS installed (`apt-get install libopenblas0-pthread`) `runner train-tiny` re-runs "
-        "itself under `LD_PRELOAD=.../libopenblas.so.0` (~5 s a step; a forward's logits agree "
-        "with the reference BLAS to 2.5e-6); OPENBLAS_CORETYPE is passed through as set. "
-        "`--no-openblas` keeps the reference BLAS.",
+        "- BLAS: MLX's Linux CPU wheel uses the reference BLAS, about ten times slower to train on. "
+        "With Debian's OpenBLAS installed (`apt-get install libopenblas0-pthread`) the training "
+        "commands re-run themselves under `LD_PRELOAD=.../libopenblas.so.0` (a forward's logits "
+        "agree with the reference BLAS to float32 rounding); OPENBLAS_CORETYPE is passed through "
+        "as set. `--no-openblas` keeps the reference BLAS.",
         f"- Wall time: {recipe.get('train_wall_s', 0) / 60:.1f} min for {log.get('steps_done')} steps "
         "(tokenizer, corpus and training; others shared the machine).",
         f"- Hyper-parameters: {hp}.",
@@ -141,6 +136,39 @@ def render(directory: Path, manifest: Path = corpus.MANIFEST) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _header(recipe: dict, cfg: dict) -> list[str]:
+    if recipe.get("preset") == "deep":
+        return [f"# deep: a {cfg.get('num_hidden_layers')}-layer GLM-4.5-style MoE grown from tiny, with an MTP layer and an indexer",
+                "",
+                "The deep checkpoint: one MTP layer on top of "
+                f"{cfg.get('num_hidden_layers')} main layers, so the MTP layer and the second read of",
+                "the head are a small share of a drafting pass, as on the large models the posts are",
+                "about. Same tokenizer and held-out prompts as `tiny` (copied), so every workload",
+                "applies to both. Made by `runner train --preset deep` (recipe in `runner/train/`)."]
+    return ["# tiny: a small trained GLM-4.5-style MoE with an MTP layer and an indexer",
+            "",
+            "The checkpoint every report runs on. Made by `runner train-tiny` (recipe in",
+            "`runner/train/`); a re-run with the same interpreter, seed and manifest re-creates it."]
+
+
+def _recreate_lines(recipe: dict) -> list[str]:
+    if recipe.get("preset") == "deep":
+        return ["- Re-create in one run: `runner train --preset deep` (grow, train, MTP "
+                "self-distillation, this evaluation); after an interruption `runner train --preset "
+                "deep --resume` continues from the last full-state checkpoint (every 20 steps).",
+                f"- Grown from `{recipe.get('grown_from')}`: tiny's dense layer 0 is kept once and "
+                "each of its three MoE layers is repeated five times in place. The first copy of "
+                "a layer is the trained layer; the others are copies whose output projections "
+                "(attention's o_proj, the experts' and shared experts' down_proj) are zero, so "
+                "each adds nothing until training moves it: the grown model computes exactly "
+                "tiny's function at step 0 (tested), with tiny's MTP layer, head and embeddings, "
+                "and training starts from tiny's loss. Then all of it trains jointly as tiny was "
+                f"trained (batches from sampler seed {recipe.get('sampler_seed')})."]
+    return ["- Re-create in one run: `runner train-tiny` (training, then MTP self-distillation from the "
+            "saved checkpoint, then this evaluation). The shipped files came from the two commands "
+            "listed here, which do the same steps with the same seeds."]
 
 
 def _distill_lines(d: dict | None) -> list[str]:

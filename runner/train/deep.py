@@ -90,6 +90,8 @@ def run(args: argparse.Namespace) -> None:
         "machine": f"{platform.machine()} {_cpu_name()}, {_cores()} cores", "blas": blas.describe(),
         "stdlib_root": str(root), "manifest": (args.manifest or corpus.MANIFEST).name,
         "train_files": len(train_files), "heldout_files": len(heldout_files),
+        "train_bytes": sum(f.size for f in train_files), "heldout_bytes": sum(f.size for f in heldout_files),
+        "heldout_prompts": sum(1 for line in (SOURCE / "heldout.jsonl").read_text().splitlines() if line.strip()),
         "train_tokens": int(len(stream)), "vocab_size": config["vocab_size"], "sampler_seed": cfg.seed + 2,
     }
     print(f"train: deep ({LAYERS} layers grown from tiny), {cfg.steps} steps of {cfg.batch} x {cfg.context}; "
