@@ -65,6 +65,75 @@ def test_valid_declaration_and_its_knobs(ckpt):
     assert list(exp.arms) == ["off", "on"] and exp.ceiling("off") == 2
     quick = exp.shrunk()
     assert (quick.rounds, quick.workload.requests_per_client, quick.workload.max_new_tokens, quick.quick) == (1, 2, 8, True)
+    assert (quick.workload.min_cell_seconds, quick.workload.min_cell_tokens) == (0.0, 0)
+
+
+def test_cells_are_sized_by_time_by_default_over_three_rounds(ckpt):
+    doc = valid_doc(ckpt)
+    del doc["rounds"]
+    exp = parsed(doc)
+    assert (exp.rounds, exp.workload.min_cell_seconds, exp.workload.min_cell_tokens) == (3, 2.5, 0)
+    doc["workload"].update(min_cell_seconds=0.5, min_cell_tokens=300)
+    w = parsed(doc).workload
+    assert (w.min_cell_seconds, w.min_cell_tokens) == (0.5, 300)
+    assert parse(parsed(doc).to_toml().encode(), source="y.toml", name="x").workload == w
+
+
+@pytest.mark.parametrize("key, value, reason", [
+    ("min_cell_seconds", -1, "must be >= 0, got -1"),
+    ("min_cell_seconds", "long", "expected a finite number, got 'long'"),
+    ("min_cell_seconds", float("inf"), "expected a finite number, got inf"),
+    ("min_cell_seconds", float("nan"), "expected a finite number, got nan"),
+    ("min_cell_seconds", 7200, "must be <= 3600, got 7200"),
+    ("min_cell_tokens", 2.5, "expected an integer, got 2.5"),
+    ("min_cell_tokens", -3, "must be >= 0, got -3"),
+    ("min_cell_tokens", True, "expected an integer, got True"),
+    ("min_cell_tokens", 10**9, "must be <= 1e+08, got 1000000000"),
+])
+def test_bad_cell_minimums_name_file_key_and_reason(ckpt, key, value, reason):
+    doc = valid_doc(ckpt)
+    doc["workload"][key] = value
+    with pytest.raises(DeclarationError) as err:
+        parsed(doc)
+    assert [str(i) for i in err.value.issues] == [f"x.toml: workload.{key}: {reason}"]
+
+
+def test_cell_minimums_belong_under_workload(ckpt):
+    doc = valid_doc(ckpt)
+    doc["min_cell_seconds"] = 1.0
+    with pytest.raises(DeclarationError, match=r"x.toml: min_cell_seconds: unknown key"):
+        parsed(doc)
+
+
+def test_two_identical_arms_are_a_valid_declaration(ckpt):
+    doc = valid_doc(ckpt)
+    doc["arms"] = {"a": {"mtp": True}, "b": {"mtp": True}}
+    exp = parsed(doc)
+    assert list(exp.arms) == ["a", "b"] and exp.knobs("a") == exp.knobs("b")
+
+
+def test_aa_is_the_arm_against_an_identical_copy_under_its_own_name(ckpt):
+    exp = parsed(valid_doc(ckpt))
+    aa = exp.aa("on")
+    assert aa.name == "x-aa" and list(aa.arms) == ["on", "on-aa"]
+    assert aa.knobs("on") == aa.knobs("on-aa") == exp.knobs("on")
+    assert (aa.workload, aa.concurrency, aa.rounds, aa.seed, aa.engine) == (
+        exp.workload, exp.concurrency, exp.rounds, exp.seed, exp.engine)
+    assert aa.sha256 not in (exp.sha256, exp.aa("off").sha256) and aa.sha256 == exp.aa("on").sha256
+    assert exp.arms["on"] == {"mtp": True, "draft_policy": "always"}   # the original is untouched
+    with pytest.raises(DeclarationError) as err:
+        exp.aa("of")
+    assert str(err.value) == "x.toml: --aa: no arm named 'of'; the arms are off, on"
+
+
+def test_cli_aa_with_an_unknown_arm_lists_the_arms(ckpt, tmp_path, capsys):
+    from runner.cli import main as cli
+    path = tmp_path / "two.toml"
+    path.write_text(dump(valid_doc(ckpt)))
+    assert cli(["run", str(path), "--aa", "nope", "--check"]) == 2
+    assert capsys.readouterr().err == f"error: {path}: --aa: no arm named 'nope'; the arms are off, on\n"
+    assert cli(["run", str(path), "--aa", "on", "--check"]) == 0
+    assert "valid (2 arms" in capsys.readouterr().out
 
 
 def test_every_error_is_reported_together(ckpt_no_indexer, tmp_path):
@@ -133,7 +202,9 @@ def valid_docs(draw, model: str):
                         "prompt_tokens": [low, low + draw(st.integers(0, 64))],
                         "max_new_tokens": draw(st.integers(1, 64)),
                         "temperature": draw(st.floats(0, 2, allow_nan=False)),
-                        "shared_prefix_tokens": draw(st.integers(0, low - 1))},
+                        "shared_prefix_tokens": draw(st.integers(0, low - 1)),
+                        "min_cell_seconds": draw(st.floats(0, 100, allow_nan=False)),
+                        "min_cell_tokens": draw(st.integers(0, 10**4))},
            "engine": {**draw(knob_tables), "max_batch_size": ceiling},
            "arms": draw(st.dictionaries(names, knob_tables, min_size=1, max_size=3))}
     return doc

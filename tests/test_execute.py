@@ -36,6 +36,7 @@ def declaration(model: Path, title: str = "e2e") -> str:
         prompt_tokens = [8, 20]
         max_new_tokens = 6
         shared_prefix_tokens = 4
+        min_cell_seconds = 0          # these tests count requests: sized by requests only
 
         [engine]
         max_batch_size = 2
@@ -98,11 +99,24 @@ def test_exact_row_accounting_per_run(setup):
     assert bad_times == [(0,)]
 
 
+def test_every_run_records_the_machine_load(setup):
+    _, _, _, db = setup
+    load = query(db, "SELECT loadavg_start, loadavg_end, steal_fraction, busy_fraction_other FROM runs")
+    assert len(load) == 8
+    for start, end, steal, other in load:
+        if sys.platform.startswith("linux"):
+            assert start is not None and end is not None and start >= 0 and end >= 0
+            assert other is not None and 0 <= other <= 1
+        if steal is not None:
+            assert 0 <= steal <= 1
+
+
 def test_every_arm_and_level_gets_the_same_prompts(setup):
     _, _, _, db = setup
     per_request = query(db, "SELECT request_id, count(DISTINCT prompt_tokens), count(*) FROM requests GROUP BY 1")
-    # request ids 0,1 (client 0) run in all 8 cells; 2,3 (client 1) in the 4 concurrency-2 cells
-    assert sorted(per_request) == [(0, 1, 8), (1, 1, 8), (2, 1, 4), (3, 1, 4)]
+    # request_id = i * 2 + client: 0, 2 (client 0) run in all 8 cells; 1, 3 (client 1) in the
+    # 4 concurrency-2 cells
+    assert sorted(per_request) == [(0, 1, 8), (1, 1, 4), (2, 1, 8), (3, 1, 4)]
     # greedy MTP must not change the tokens: one output hash per request across both arms
     assert query(db, "SELECT max(k) FROM (SELECT count(DISTINCT output_sha256) k FROM requests GROUP BY request_id)") == [(1,)]
 

@@ -8,7 +8,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from runner.experiments.declaration import Workload
-from runner.experiments.workload import WorkloadError, build_prompts, read_texts
+from runner.experiments.workload import PromptStream, WorkloadError, read_texts
 from runner.train.random_init import write_random_checkpoint
 
 
@@ -22,6 +22,11 @@ def workload(**kw) -> Workload:
     return Workload(**{**base, **kw})
 
 
+def build_prompts(w: Workload, seed: int, ckpt: Path, clients: int, n: int = 4) -> list[list[list[int]]]:
+    stream = PromptStream(w, seed, ckpt, width=clients)
+    return [[stream.prompt(c, i) for i in range(n)] for c in range(clients)]
+
+
 def test_same_seed_same_prompts_and_lengths_in_range(ckpt):
     a = build_prompts(workload(), 7, ckpt, clients=3)
     assert a == build_prompts(workload(), 7, ckpt, clients=3)
@@ -29,8 +34,27 @@ def test_same_seed_same_prompts_and_lengths_in_range(ckpt):
     assert [len(c) for c in a] == [4, 4, 4]
     lengths = [len(p) for c in a for p in c]
     assert all(10 <= n <= 40 for n in lengths) and len(set(lengths)) > 1
-    # fewer clients see the same first clients' prompts: every concurrency replays them
-    assert build_prompts(workload(), 7, ckpt, clients=1) == a[:1]
+    assert len({tuple(p) for c in a for p in c}) == 12   # no two requests share a prompt
+
+
+def test_the_stream_is_unbounded_and_the_same_whatever_order_it_is_read_in(ckpt):
+    forward = PromptStream(workload(), 7, ckpt, width=3)
+    backward = PromptStream(workload(), 7, ckpt, width=3)
+    keys = [(c, i) for i in range(200) for c in range(3)]   # far past requests_per_client
+    first = {k: forward.prompt(*k) for k in keys}
+    assert {k: backward.prompt(*k) for k in reversed(keys)} == first
+    # a prefix of a longer stream: what a short cell sends, a long one sends first
+    assert build_prompts(workload(), 7, ckpt, clients=3, n=4) == [
+        [first[(c, i)] for i in range(4)] for c in range(3)]
+
+
+def test_request_ids_are_unique_and_name_client_and_index(ckpt):
+    stream = PromptStream(workload(), 7, ckpt, width=4)
+    ids = {stream.request_id(c, i): (c, i) for c in range(4) for i in range(1000)}
+    assert len(ids) == 4000 and set(ids) == set(range(4000))
+    assert all((k % 4, k // 4) == ci for k, ci in ids.items())
+    with pytest.raises(ValueError, match="4 clients wide"):
+        stream.request_id(4, 0)
 
 
 def test_prompts_are_held_out_text(ckpt):
@@ -55,13 +79,14 @@ def test_short_texts_are_joined(tmp_path, ckpt):
 
 
 def test_bad_prompt_files_name_file_and_line(tmp_path, ckpt):
+    """Raised when the stream is made, before any cell runs."""
     src = tmp_path / "bad.jsonl"
     src.write_text('{"id": "a", "text": "fine"}\n{"id": "b"}\n')
     with pytest.raises(WorkloadError, match=r"bad.jsonl:2: expected an object with a string 'text'"):
         build_prompts(workload(prompts=str(src)), 0, ckpt, clients=1)
     src.write_text('{"id": "a", "text": "tiny"}\n')
     with pytest.raises(WorkloadError, match="needs more text than the whole file holds"):
-        build_prompts(workload(prompts=str(src), prompt_tokens=(500, 500)), 0, ckpt, clients=1)
+        PromptStream(workload(prompts=str(src), prompt_tokens=(500, 500)), 0, ckpt, width=1)
     src.write_text("")
     with pytest.raises(WorkloadError, match="holds no prompts"):
         build_prompts(workload(prompts=str(src)), 0, ckpt, clients=1)

@@ -17,7 +17,9 @@ from typing import Any
 
 from runner.engine import EngineConfig
 
-from .validate import WORKLOAD_KEYS, check
+from .validate import DEFAULT_MIN_CELL_SECONDS, DEFAULT_MIN_CELL_TOKENS, WORKLOAD_KEYS, check
+
+AA_SUFFIX = "-aa"   # `--aa ARM`: experiment NAME-aa, arms ARM and ARM-aa
 
 
 
@@ -40,11 +42,14 @@ class DeclarationError(Exception):
 @dataclass(frozen=True)
 class Workload:
     prompts: str                    # "heldout" or a JSONL path
-    requests_per_client: int
+    requests_per_client: int        # the least each client sends in a cell
     prompt_tokens: tuple[int, int]  # inclusive range
     max_new_tokens: int
     temperature: float = 0.0
     shared_prefix_tokens: int = 0   # every prompt starts with the same tokens
+    # A cell keeps sending requests until both hold (then lets the ones in flight finish).
+    min_cell_seconds: float = DEFAULT_MIN_CELL_SECONDS
+    min_cell_tokens: int = DEFAULT_MIN_CELL_TOKENS
 
 
 @dataclass(frozen=True)
@@ -70,11 +75,27 @@ class Experiment:
         return EngineConfig.from_kwargs(**self.knobs(arm)).max_batch_size
 
     def shrunk(self) -> "Experiment":
-        """--quick: one round, at most 2 requests per client of at most 16 new tokens."""
+        """--quick: one round, at most 2 requests per client of at most 16 new tokens, and no
+        time or token minimum, so that a smoke test stays short."""
         w = self.workload
         small = dataclasses.replace(w, requests_per_client=min(2, w.requests_per_client),
-                                    max_new_tokens=min(16, w.max_new_tokens))
+                                    max_new_tokens=min(16, w.max_new_tokens),
+                                    min_cell_seconds=0.0, min_cell_tokens=0)
         return dataclasses.replace(self, rounds=1, workload=small, quick=True)
+
+    def aa(self, arm: str) -> "Experiment":
+        """--aa ARM: the arm against an identical copy of itself, stored as experiment
+        NAME-aa (so it never mixes with NAME's runs) with arms ARM and ARM-aa; every other
+        key unchanged. Its sha256 derives from the file's and the arm's name, so editing
+        the declaration (or choosing another arm) makes new cells, as for a declaration."""
+        if arm not in self.arms:
+            raise DeclarationError([DeclarationIssue(
+                self.source, "--aa", f"no arm named {arm!r}; the arms are {', '.join(self.arms)}")])
+        copy = arm + AA_SUFFIX
+        sha = hashlib.sha256(f"{self.sha256}\n--aa {arm}\n".encode()).hexdigest()
+        return dataclasses.replace(self, name=self.name + AA_SUFFIX, sha256=sha,
+                                   source=f"{self.source} --aa {arm}",
+                                   arms={arm: dict(self.arms[arm]), copy: dict(self.arms[arm])})
 
     def to_toml(self) -> str:
         w = self.workload

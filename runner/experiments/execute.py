@@ -2,14 +2,22 @@
 
 Cells are arm x concurrency x round, ordered round -> concurrency -> arm so that the
 arms interleave (A B A B) and machine drift hits them alike. A cell at concurrency c is
-c closed-loop clients: each sends its next prompt when its last request finishes. Each
-arm has one engine, warmed up (compilation, first touch) before its first timed cell.
+c closed-loop clients: each sends its next prompt when its last request finishes, taking
+client c's i-th prompt from the workload's unbounded seeded stream (request_id =
+i * width + c, see workload.py). Cells are sized by time: a client keeps sending while it
+has sent fewer than requests_per_client, or while the cell has run less than
+min_cell_seconds (from its t0) or produced fewer than min_cell_tokens output tokens (of
+finished requests); the requests then in flight finish and are kept. The rule is the
+same for every arm, so every arm replays the same requests in the same order and a
+faster arm simply replays more of the stream. Each arm has one engine, warmed up
+(compilation, first touch) before its first timed cell, outside any cell's clock.
 Pass and request events are buffered in memory during a cell and written between cells,
-so logging does not perturb the timing. Cells already complete in the database (same
-experiment, declaration sha256, chip and quick flag) are skipped: this is how a run
-resumes; with `remeasure` every cell runs again and its new run is appended (pages use
-the newest run of a cell). A cell that raises (Ctrl-C included) is marked failed before
-the error goes on.
+so logging does not perturb the timing; the machine's load (load.py) is sampled just
+outside the cell's clock and stored with the run. Cells already complete in the
+database (same experiment, declaration sha256, chip and quick flag) are skipped: this
+is how a run resumes; with `remeasure` every cell runs again and its new run is appended
+(pages use the newest run of a cell). A cell that raises (Ctrl-C included) is marked
+failed before the error goes on.
 This module does not parse declarations, render pages or print anything itself.
 """
 from __future__ import annotations
@@ -24,10 +32,11 @@ from runner.engine import Engine, PassEvent
 from runner.engine.checkpoint import resolve_checkpoint
 from runner.store.store import Store
 
-from . import chip
-from .declaration import Experiment
-from .progress import CellLabel, Progress
-from .workload import build_prompts
+from . import chip, load
+from .declaration import Experiment, Workload
+from .estimate import cell_seconds, estimate_seconds  # noqa: F401  (estimate_seconds: the API)
+from .progress import CellLabel, CellTarget, Progress
+from .workload import PromptStream
 
 WARMUP_NEW_TOKENS = 8
 
@@ -73,13 +82,19 @@ def request_seed(seed: int, request_id: int) -> int:
     return (seed * 1_000_003 + request_id) % (2**31)
 
 
-def run_cell(engine: Engine, prompts: list[list[list[int]]], concurrency: int,
+def needs_more(w: Workload, sent: int, elapsed_ns: int, tokens: int) -> bool:
+    """Whether a client that has sent `sent` requests sends another, when the cell has run
+    `elapsed_ns` since its t0 and its finished requests hold `tokens` output tokens."""
+    return (sent < w.requests_per_client or elapsed_ns < w.min_cell_seconds * 1e9
+            or tokens < w.min_cell_tokens)
+
+
+def run_cell(engine: Engine, stream: PromptStream, concurrency: int,
              exp: Experiment, progress: Progress | None = None) -> CellRows:
-    """c closed-loop clients over prompts[0:c]; request_id = client * n + i names the prompt."""
+    """c closed-loop clients over the stream's clients 0..c-1, sized by needs_more()."""
     w = exp.workload
-    per_client = w.requests_per_client
     buffer = PassBuffer()
-    owner: dict[int, tuple[int, int]] = {}   # engine request id -> (client, i)
+    owner: dict[int, tuple[int, int]] = {}   # engine request id -> (client, request_id)
     sent = [0] * concurrency
     rows = CellRows()
     tokens = 0
@@ -87,10 +102,10 @@ def run_cell(engine: Engine, prompts: list[list[list[int]]], concurrency: int,
     def submit(client: int) -> None:
         i = sent[client]
         sent[client] += 1
-        request_id = client * per_client + i
-        rid = engine.add_request(prompts[client][i], w.max_new_tokens, temperature=w.temperature,
-                                 seed=request_seed(exp.seed, request_id))
-        owner[rid] = (client, i)
+        request_id = stream.request_id(client, i)
+        rid = engine.add_request(stream.prompt(client, i), w.max_new_tokens,
+                                 temperature=w.temperature, seed=request_seed(exp.seed, request_id))
+        owner[rid] = (client, request_id)
 
     engine.sink = buffer
     t0 = time.perf_counter_ns()
@@ -98,17 +113,19 @@ def run_cell(engine: Engine, prompts: list[list[list[int]]], concurrency: int,
         for client in range(concurrency):
             submit(client)
         while engine.has_work():
-            for ev in engine.step():
-                client, i = owner.pop(ev.request_id)
-                if sent[client] < per_client:
+            events = engine.step()
+            now = time.perf_counter_ns()
+            for ev in events:
+                client, request_id = owner.pop(ev.request_id)
+                tokens += ev.output_tokens
+                if needs_more(w, sent[client], now - t0, tokens):
                     submit(client)
                 rows.requests.append({
-                    "request_id": client * per_client + i, "client": client,
+                    "request_id": request_id, "client": client,
                     "prompt_tokens": ev.prompt_tokens, "output_tokens": ev.output_tokens,
                     "cached_tokens": ev.cached_tokens, "arrival_ns": ev.arrival_ns - t0,
                     "first_token_ns": ev.first_token_ns - t0, "done_ns": ev.done_ns - t0,
                     "output_sha256": output_sha256(ev.tokens)})
-                tokens += ev.output_tokens
                 if progress:
                     progress.update(len(rows.requests), tokens)
     finally:
@@ -168,8 +185,8 @@ def run_experiment(exp: Experiment, db_path: Path, progress: Progress, *,
                           f"running the {len(todo)} missing")
         if not todo:
             return summary
-        prompts = build_prompts(exp.workload, exp.seed, checkpoint, max(exp.concurrency))
-        progress.total_requests = sum(c.concurrency for c in todo) * exp.workload.requests_per_client
+        stream = PromptStream(exp.workload, exp.seed, checkpoint, width=max(exp.concurrency))
+        progress.plan([cell_seconds(exp, c.concurrency) for c in todo])
         engines: dict[str, Engine] = {}
         model_sha256 = None
         for k, cell in enumerate(todo, 1):
@@ -188,20 +205,26 @@ def run_experiment(exp: Experiment, db_path: Path, progress: Progress, *,
             # Each cell starts with a cold prefix cache: otherwise a later cell would reuse the
             # prompts an earlier cell (same prompts, other concurrency or round) left behind.
             engine.clear_prefix_cache()
-            progress.cell_started(label, cell.concurrency * exp.workload.requests_per_client)
+            w = exp.workload
+            target = CellTarget(cell.concurrency * w.requests_per_client, w.min_cell_seconds,
+                                w.min_cell_tokens, progress.estimates[k - 1])
+            progress.cell_started(label, target)
+            before = load.sample()
             t = time.perf_counter()
             try:
-                rows = run_cell(engine, prompts, cell.concurrency, exp, progress)
+                rows = run_cell(engine, stream, cell.concurrency, exp, progress)
             except BaseException:
-                st.finish_run(run_id, "failed")
+                st.finish_run(run_id, "failed", load=load.figures(before, load.sample()))
                 summary.failed_cell = cell
                 progress.cell_finished(label, "failed", 0, time.perf_counter() - t)
                 raise
             seconds = time.perf_counter() - t
+            figures = load.figures(before, load.sample())
             with st.transaction():
                 st.append_requests(run_id, rows.requests)
                 st.append_passes(run_id, rows.passes)
-                st.finish_run(run_id, "complete")
+                st.finish_run(run_id, "complete", load=figures)
             summary.completed += 1
-            progress.cell_finished(label, "complete", rows.output_tokens, seconds)
+            progress.cell_finished(label, "complete", rows.output_tokens, seconds,
+                                   requests=len(rows.requests))
     return summary

@@ -8,6 +8,7 @@ and the model and prompt files. It does not know file names; declaration.py adds
 """
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,15 @@ from runner.engine.checkpoint import resolve_checkpoint
 
 TOP_KEYS = ("title", "model", "seed", "rounds", "concurrency", "workload", "engine", "arms")
 WORKLOAD_KEYS = ("prompts", "requests_per_client", "prompt_tokens", "max_new_tokens",
-                 "temperature", "shared_prefix_tokens")
+                 "temperature", "shared_prefix_tokens", "min_cell_seconds", "min_cell_tokens")
+# Defaults sized so that every cell holds at least 2 s of timed work (one figure of a cell
+# is then an average over many passes, not a handful) and rounds enough for an interval.
+DEFAULT_ROUNDS = 3
+DEFAULT_MIN_CELL_SECONDS = 2.5
+DEFAULT_MIN_CELL_TOKENS = 0
+# Upper bounds that only catch typos (a cell of an hour, a billion tokens).
+MAX_CELL_SECONDS = 3600.0
+MAX_CELL_TOKENS = 10**8
 ARM_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 _KNOB = re.compile(r"engine knob (\w+)|unknown engine knob\(s\) \['(\w+)'|^(\w+):")
 _REQUIRED = object()
@@ -37,23 +46,27 @@ class _Checker:
                 self.bad(prefix + key, f"unknown key (known: {', '.join(allowed)})")
 
     def value(self, table: dict, key: str, prefix: str, kind: str, default: Any = _REQUIRED,
-              minimum: float | None = None) -> Any:
+              minimum: float | None = None, maximum: float | None = None) -> Any:
         if key not in table:
             if default is _REQUIRED:
                 self.bad(prefix + key, "required key is missing")
             return None if default is _REQUIRED else default
         v = table[key]
         ok = {"int": isinstance(v, int) and not isinstance(v, bool),
-              "number": isinstance(v, (int, float)) and not isinstance(v, bool),
+              "number": (isinstance(v, (int, float)) and not isinstance(v, bool)
+                         and (not isinstance(v, float) or math.isfinite(v)) and abs(v) < 1e300),
               "str": isinstance(v, str) and v.strip() != "",
               "table": isinstance(v, dict)}[kind]
         if not ok:
-            want = {"int": "an integer", "number": "a number", "str": "a non-empty string",
+            want = {"int": "an integer", "number": "a finite number", "str": "a non-empty string",
                     "table": "a table"}[kind]
             self.bad(prefix + key, f"expected {want}, got {v!r}")
             return None
         if minimum is not None and v < minimum:
             self.bad(prefix + key, f"must be >= {minimum:g}, got {v!r}")
+            return None
+        if maximum is not None and v > maximum:
+            self.bad(prefix + key, f"must be <= {maximum:g}, got {v!r}")
             return None
         return float(v) if kind == "number" else v
 
@@ -74,7 +87,7 @@ def check(doc: dict) -> tuple[dict, list[tuple[str, str]]]:
     c.unknown(doc, "", TOP_KEYS)
     out = {"title": c.value(doc, "title", "", "str"), "model": c.value(doc, "model", "", "str"),
            "seed": c.value(doc, "seed", "", "int", minimum=0),
-           "rounds": c.value(doc, "rounds", "", "int", default=1, minimum=1)}
+           "rounds": c.value(doc, "rounds", "", "int", default=DEFAULT_ROUNDS, minimum=1)}
     concurrency = c.int_list(doc, "concurrency", "", 1)
     if concurrency and len(set(concurrency)) != len(concurrency):
         c.bad("concurrency", f"values must be distinct, got {concurrency}")
@@ -108,7 +121,11 @@ def _workload(c: _Checker, table: dict | None) -> dict:
          "requests_per_client": c.value(table, "requests_per_client", p, "int", minimum=1),
          "max_new_tokens": c.value(table, "max_new_tokens", p, "int", minimum=1),
          "temperature": c.value(table, "temperature", p, "number", default=0.0, minimum=0),
-         "shared_prefix_tokens": c.value(table, "shared_prefix_tokens", p, "int", default=0, minimum=0)}
+         "shared_prefix_tokens": c.value(table, "shared_prefix_tokens", p, "int", default=0, minimum=0),
+         "min_cell_seconds": c.value(table, "min_cell_seconds", p, "number", minimum=0,
+                                     default=DEFAULT_MIN_CELL_SECONDS, maximum=MAX_CELL_SECONDS),
+         "min_cell_tokens": c.value(table, "min_cell_tokens", p, "int", minimum=0,
+                                    default=DEFAULT_MIN_CELL_TOKENS, maximum=MAX_CELL_TOKENS)}
     span = c.int_list(table, "prompt_tokens", p, 1)
     if span is not None and (len(span) != 2 or span[0] > span[1]):
         c.bad(p + "prompt_tokens", f"expected an inclusive range [low, high] with low <= high, got {span}")

@@ -1,12 +1,19 @@
-"""The seeded workload: which prompt token ids each closed-loop client sends, in order.
+"""The seeded workload: an unbounded, deterministic stream of prompts per closed-loop client.
 
 Prompts come from held-out text (the checkpoint's heldout.jsonl, or a JSONL file of
-{"id", "text"} objects) tokenised with the checkpoint's tokenizer.json. Every prompt
-length is drawn from the inclusive range with `random.Random(seed)`; a text too short
-for its length is joined with the texts that follow it. With shared_prefix_tokens = N,
-every prompt starts with the same N tokens, taken from one held-out text chosen by the
-seed. Client c always gets the same list, so every arm and every concurrency level
-replays the same prompts in the same order. This module does not talk to the engine.
+{"id", "text"} objects) tokenised with the checkpoint's tokenizer.json. With
+shared_prefix_tokens = N, every prompt starts with the same N tokens, taken from one
+held-out text chosen by the seed.
+
+Request ids: a stream is `width` clients wide (the experiment's largest concurrency), and
+client c's i-th request has request_id = i * width + c, so ids stay unique however many
+requests a time-sized cell issues, and (client, i) = (id % width, id // width). The prompt
+is a function of (seed, request_id) alone: its length is the request_id-th draw from
+`random.Random(seed)` over the inclusive range (drawn in id order, so asking out of order
+changes nothing), its text starts at the request_id-th document of a seeded shuffle (a
+text too short for its length is joined with the texts that follow it). So every arm,
+round and concurrency level replays the same prompt for the same (client, i). This module
+does not talk to the engine.
 """
 from __future__ import annotations
 
@@ -71,23 +78,41 @@ class _TokenStream:
         return out
 
 
-def build_prompts(workload: Workload, seed: int, checkpoint: Path, clients: int) -> list[list[list[int]]]:
-    """prompts[client][i] = the token ids of client's i-th request."""
-    source = prompt_source(workload, checkpoint)
-    tokenizer = Tokenizer.from_file(str(checkpoint / "tokenizer.json"))
-    encoded = tokenizer.encode_batch(read_texts(source), add_special_tokens=False)
-    stream = _TokenStream([e.ids for e in encoded], source)
-    rng = random.Random(seed)
-    shared = stream.take(rng.randrange(len(stream.docs)), workload.shared_prefix_tokens)
-    order = list(range(len(stream.docs)))
-    rng.shuffle(order)
-    low, high = workload.prompt_tokens
-    prompts, k = [], 0
-    for _ in range(clients):
-        mine = []
-        for _ in range(workload.requests_per_client):
-            length = rng.randint(low, high)
-            mine.append(shared + stream.take(order[k % len(order)], length - len(shared)))
-            k += 1
-        prompts.append(mine)
-    return prompts
+class PromptStream:
+    """prompt(client, i) = the token ids of client's i-th request, for any i >= 0."""
+
+    def __init__(self, workload: Workload, seed: int, checkpoint: Path, width: int):
+        if width < 1:
+            raise ValueError(f"a prompt stream is at least one client wide, got {width}")
+        source = prompt_source(workload, checkpoint)
+        tokenizer = Tokenizer.from_file(str(checkpoint / "tokenizer.json"))
+        encoded = tokenizer.encode_batch(read_texts(source), add_special_tokens=False)
+        self._text = _TokenStream([e.ids for e in encoded], source)
+        self._rng = random.Random(seed)
+        self.width = width
+        self._shared = self._text.take(self._rng.randrange(len(self._text.docs)),
+                                       workload.shared_prefix_tokens)
+        self._order = list(range(len(self._text.docs)))
+        self._rng.shuffle(self._order)
+        self._span = workload.prompt_tokens
+        # Fail here, before any cell, when the longest prompt cannot be made from the text.
+        self._text.take(0, self._span[1] - len(self._shared))
+        self._lengths: list[int] = []
+        self._prompts: dict[int, list[int]] = {}   # built once, replayed by every arm and round
+
+    def request_id(self, client: int, i: int) -> int:
+        if not 0 <= client < self.width or i < 0:
+            raise ValueError(f"no request ({client}, {i}) in a stream {self.width} clients wide")
+        return i * self.width + client
+
+    def length(self, request_id: int) -> int:
+        while len(self._lengths) <= request_id:
+            self._lengths.append(self._rng.randint(*self._span))
+        return self._lengths[request_id]
+
+    def prompt(self, client: int, i: int) -> list[int]:
+        k = self.request_id(client, i)
+        if k not in self._prompts:
+            own = self.length(k) - len(self._shared)
+            self._prompts[k] = self._shared + self._text.take(self._order[k % len(self._order)], own)
+        return self._prompts[k]

@@ -29,6 +29,8 @@ CREATE TABLE IF NOT EXISTS runs (
     started_at         TIMESTAMP NOT NULL,  -- UTC
     finished_at        TIMESTAMP,
     status             VARCHAR NOT NULL     -- running | complete | failed
+
+    -- later columns come from MIGRATIONS in store.py (2: the load figures)
 );
 
 CREATE TABLE IF NOT EXISTS requests (

@@ -1,8 +1,9 @@
 """The only writer of the bothrows DuckDB file: open (with its write lock), migrate, and
 append chips, runs, requests and passes.
 
-Append-only: a re-measurement adds runs; nothing changes in place except a run's status
-and finish time. Rows go in as Arrow tables, never one `executemany` row at a time.
+Append-only: a re-measurement adds runs; nothing changes in place except what a run's
+finish records (its status, finish time and the machine-load figures taken over its
+cell). Rows go in as Arrow tables, never one `executemany` row at a time.
 This module does not read data for pages (that is `runner.publish.queries`) and knows
 nothing about the engine or experiments beyond the column names.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import uuid
@@ -23,8 +25,25 @@ import pyarrow as pa
 
 SCHEMA_SQL = Path(__file__).with_name("schema.sql")
 # version -> DDL that brings the database from version-1 to version. Add, never edit.
-MIGRATIONS: dict[int, str] = {1: SCHEMA_SQL.read_text()}
+MIGRATIONS: dict[int, str] = {
+    1: SCHEMA_SQL.read_text(),
+    # How busy the machine was while the run's cell ran (runner/experiments/load.py says how
+    # each is measured). Nullable: older runs, and platforms that do not report a figure.
+    2: """
+    ALTER TABLE runs ADD COLUMN loadavg_start DOUBLE;        -- 1-minute load average, cell start
+    ALTER TABLE runs ADD COLUMN loadavg_end DOUBLE;          -- ... and cell end
+    ALTER TABLE runs ADD COLUMN steal_fraction DOUBLE;       -- stolen CPU time / all CPU time
+    ALTER TABLE runs ADD COLUMN busy_fraction_other DOUBLE;  -- other processes' CPU time / all
+    """,
+}
 SCHEMA_VERSION = max(MIGRATIONS)
+# Columns later migrations added, with their Arrow types: rows exported before a migration
+# lack them, and an import fills them with NULL (runner.store.exchange).
+ADDED_COLUMNS: dict[str, dict[str, pa.DataType]] = {
+    "runs": {"loadavg_start": pa.float64(), "loadavg_end": pa.float64(),
+             "steal_fraction": pa.float64(), "busy_fraction_other": pa.float64()},
+}
+LOAD_COLUMNS = tuple(ADDED_COLUMNS["runs"])
 
 CHIP_COLUMNS = ("name", "device", "cores", "memory_bytes", "os", "mlx_version")
 REQUEST_SCHEMA = pa.schema([
@@ -167,8 +186,10 @@ class Store:
         if not self._one("SELECT 1 FROM chips WHERE chip_id = ?", [chip_id]):
             raise StoreError(f"begin_run: chip {chip_id!r} is not in the database; call ensure_chip first")
         run_id = uuid.uuid4().hex
-        self.con.execute(
-            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running')",
+        self.con.execute(  # columns named: later migrations append columns to the table
+            "INSERT INTO runs (run_id, experiment, declaration_sha256, arm, concurrency, round, "
+            "chip_id, model_sha256, code_version, knobs, seed, quick, started_at, finished_at, "
+            "status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running')",
             [run_id, experiment, declaration_sha256, arm, int(concurrency), int(round), chip_id,
              model_sha256, code_version, json.dumps(knobs, sort_keys=True, default=str), int(seed),
              bool(quick), _utc_naive(started_at)])
@@ -181,12 +202,24 @@ class Store:
         self._append("passes", PASS_SCHEMA, run_id, rows)
 
     def finish_run(self, run_id: str, status: str = "complete",
-                   finished_at: datetime | None = None) -> None:
+                   finished_at: datetime | None = None,
+                   load: dict[str, float | None] | None = None) -> None:
+        """Close a running run; `load` optionally gives LOAD_COLUMNS (None = not reported)."""
         if status not in ("complete", "failed"):
             raise StoreError(f"finish_run: status must be 'complete' or 'failed', got {status!r}")
+        load = dict(load or {})
+        unknown = sorted(set(load) - set(LOAD_COLUMNS))
+        if unknown:
+            raise StoreError(f"finish_run: unknown load columns {unknown} (known: {list(LOAD_COLUMNS)})")
+        for key, value in load.items():
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value)):
+                raise StoreError(f"finish_run: load column {key} must be a finite number or None, "
+                                 f"got {value!r}")
         self._require_running(run_id, "finish_run")
-        self.con.execute("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?",
-                         [status, _utc_naive(finished_at), run_id])
+        sets = "".join(f", {k} = ?" for k in load)
+        self.con.execute(f"UPDATE runs SET status = ?, finished_at = ?{sets} WHERE run_id = ?",
+                         [status, _utc_naive(finished_at), *load.values(), run_id])
 
     def fail_stale_runs(self) -> int:
         """Mark runs left 'running' by a killed process as failed (we hold the lock, so no

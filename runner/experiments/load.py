@@ -1,0 +1,92 @@
+"""How busy the machine was while a cell ran: the figures stored beside each run.
+
+`sample()` is taken just before a cell's clock starts and just after its last request
+finishes; `figures(start, end)` turns two samples into the four nullable `runs` columns:
+
+- `loadavg_start`, `loadavg_end`: the 1-minute load average (os.getloadavg, i.e.
+  /proc/loadavg on Linux) at the two samples.
+- `steal_fraction`: CPU time the hypervisor gave to other guests, over all CPU time,
+  between the samples (the `steal` column of /proc/stat's aggregate `cpu` line).
+- `busy_fraction_other`: CPU time spent by processes other than this one, over all CPU
+  time: the non-idle, non-steal delta of /proc/stat minus this process's own user and
+  system time (os.times(), every thread), clamped to [0, 1]. Fractions are of the whole
+  machine (all cores together), so 0.5 on two cores is one core's worth of other work.
+
+Whatever the platform does not report is None (stored as NULL), never 0: no
+/proc/stat (macOS, Windows) gives None fractions; a kernel without the steal column
+gives a None steal_fraction. Reading /proc costs microseconds and happens outside the
+timed cell. This module knows nothing about the engine or the store.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC_STAT = Path("/proc/stat")
+# /proc/stat cpu line: user nice system idle iowait irq softirq steal guest guest_nice.
+# guest and guest_nice are already counted inside user and nice, so they are left out.
+_IDLE, _IOWAIT, _STEAL = 3, 4, 7
+COLUMNS = ("loadavg_start", "loadavg_end", "steal_fraction", "busy_fraction_other")
+
+
+@dataclass(frozen=True)
+class Sample:
+    loadavg: float | None
+    ticks: tuple[int, ...] | None   # the aggregate cpu line's first (up to) 8 fields
+    own_seconds: float              # this process's user + system CPU time
+
+
+def _loadavg() -> float | None:
+    try:
+        return float(os.getloadavg()[0])
+    except (OSError, AttributeError):   # not available on this platform
+        return None
+
+
+def _cpu_ticks(stat: Path) -> tuple[int, ...] | None:
+    try:
+        first = stat.read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    if not first or first[0] != "cpu":
+        return None
+    try:
+        fields = tuple(int(x) for x in first[1:9])
+    except ValueError:
+        return None
+    return fields if len(fields) >= 4 else None
+
+
+def sample(stat: Path = PROC_STAT) -> Sample:
+    t = os.times()
+    return Sample(_loadavg(), _cpu_ticks(stat), t.user + t.system)
+
+
+def _ticks_per_second() -> float | None:
+    try:
+        return float(os.sysconf("SC_CLK_TCK"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def figures(start: Sample, end: Sample) -> dict[str, float | None]:
+    """The four `runs` columns for the interval between two samples."""
+    out: dict[str, float | None] = {"loadavg_start": start.loadavg, "loadavg_end": end.loadavg,
+                                    "steal_fraction": None, "busy_fraction_other": None}
+    if start.ticks is None or end.ticks is None or len(start.ticks) != len(end.ticks):
+        return out
+    delta = [b - a for a, b in zip(start.ticks, end.ticks)]
+    total = sum(delta)
+    if total <= 0 or any(d < 0 for d in delta):   # no tick elapsed, or counters reset
+        return out
+    has_steal = len(delta) > _STEAL
+    steal = delta[_STEAL] if has_steal else 0
+    if has_steal:
+        out["steal_fraction"] = steal / total
+    idle = delta[_IDLE] + (delta[_IOWAIT] if len(delta) > _IOWAIT else 0)
+    hz = _ticks_per_second()
+    if hz:
+        own = (end.own_seconds - start.own_seconds) * hz
+        out["busy_fraction_other"] = min(max((total - idle - steal - own) / total, 0.0), 1.0)
+    return out
