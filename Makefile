@@ -4,10 +4,11 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-EXPERIMENT ?= spec-decode-batching
+# EXPERIMENT=name narrows measuring to one experiment (default: every experiment a post names)
+EXPERIMENT ?=
 MEASURE ?= 0
 
-.PHONY: setup browser openblas test report clean
+.PHONY: setup browser openblas data test report clean
 
 setup: $(STAMP)
 
@@ -31,11 +32,17 @@ openblas:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenblas0-pthread >/dev/null) \
 	  || echo "OpenBLAS not installed: measurements use MLX's reference BLAS (recorded per run)"; }
 
-test: setup browser
+# The committed measurement folders (reports/data/measurements/) loaded into the DuckDB
+# file the pages read (reports/data/runs.duckdb, not committed); rebuilt only when the
+# folders changed.
+data: setup
+	$(PY) -m runner.report --load-only
+
+test: setup browser data
 	$(PY) -m pytest
 
 report: setup openblas
-	$(PY) -m runner.report --experiment $(EXPERIMENT) --measure $(MEASURE)
+	$(PY) -m runner.report --measure $(MEASURE)$(if $(EXPERIMENT), --experiment $(EXPERIMENT))
 
 clean:
 	rm -rf site .pytest_cache .hypothesis

@@ -1,24 +1,36 @@
-"""`python -m runner.report --experiment NAME --measure 0|1`: the `make report` pipeline.
+"""`python -m runner.report [--experiment NAME] --measure 0|1`: the `make report` pipeline.
 
-Decides whether to measure, says why, measures through `runner run` when needed, then
-builds the whole site strictly through `runner build`:
+Loads the committed measurement folders into the database the pages read
+(runner.store.measurements), decides for every experiment a post names (front matter
+`experiment:` or `experiments:`; declarations in `<docs_dir>/experiments/`) whether to
+measure, says why, measures through `runner run` child processes, then builds the whole
+site strictly through `runner build`:
 
-- `--measure 1`: re-measure every cell (`runner run NAME --remeasure`), then build;
-- `--measure 0` and the database already holds a complete, non-quick set of runs of the
-  experiment's current declaration (every arm x concurrency x round on some chip): use
-  that data as it is; a fresh clone rebuilds the committed site without measuring;
-- `--measure 0` and no such set: run the missing cells (`runner run NAME`), then build.
+- `--measure 1`: re-measure every cell of every such experiment (`runner run NAME
+  --remeasure`);
+- `--measure 0` and the database holds a complete, non-quick set of runs of the
+  experiment's current declaration on some chip (every arm x concurrency x round): use
+  that data as it is, so a fresh clone rebuilds the committed site without measuring;
+- `--measure 0` and no such set: run the cells this chip lacks (`runner run NAME`
+  resumes exactly those);
+- `--experiment NAME` narrows the measuring to that one experiment; the build is always
+  the whole site.
+
+Before measuring it prints which chip this is, what it will measure and why, and an
+estimate of the time; the chip and the cells come from `runner run NAME --plan`, run in
+the measuring process's own BLAS setting, which is part of the chip fingerprint.
 
 Reproducible builds: unless SOURCE_DATE_EPOCH is already set, it is set to the newest
 finish time of any complete run in the database, so the dates mkdocs writes (sitemap
 lastmod and its gzip header) come from the data, never from the clock of the machine
-that builds. The database is the one the mkdocs config's `bothrows` plugin reads. This
-module reads the database (read-only) only to make these two decisions; it does not
-measure or render anything itself.
+that builds. This module reads the database (read-only) only to make these decisions;
+it writes nothing itself (loading is runner.store.measurements, measuring `runner run`,
+rendering `runner build`).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -29,11 +41,7 @@ from pathlib import Path
 
 import duckdb
 
-EXPERIMENTS = Path("reports/experiments")
-
-
-class ReportError(Exception):
-    """Bad input (declaration, config, unreadable database): one readable message."""
+from runner.report_inputs import ReportError, declarations, named_experiments, site_paths
 
 
 @dataclass(frozen=True)
@@ -91,23 +99,6 @@ def source_date_epoch(db: Path) -> int | None:
     return int(_utc(newest).timestamp()) if newest else None
 
 
-def database_of(config_file: Path) -> Path:
-    """The DuckDB file the config's `bothrows` plugin reads (relative to the config)."""
-    from mkdocs.config import load_config
-    from mkdocs.exceptions import ConfigurationError
-    if not config_file.is_file():
-        raise ReportError(f"{config_file}: no such mkdocs config file")
-    try:
-        cfg = load_config(str(config_file))
-    except ConfigurationError as e:
-        raise ReportError(f"{config_file}: {e}") from None
-    plugin = cfg.plugins.get("bothrows")
-    if plugin is None:
-        raise ReportError(f"{config_file}: plugins: the `bothrows` plugin is not configured")
-    db = Path(plugin.config.database)
-    return db if db.is_absolute() else config_file.resolve().parent / db
-
-
 def build(config_file: Path, site_dir: Path | None, db: Path) -> int:
     """`runner build` (strict) with SOURCE_DATE_EPOCH taken from the data unless set."""
     from runner.publish.commands import main_build
@@ -127,39 +118,88 @@ def _day(ts: datetime) -> str:
     return ts.strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _measure(declaration: Path, db: Path, remeasure: bool) -> int:
+def _run(declaration: Path, db: Path, *flags: str, capture: bool = False) -> subprocess.CompletedProcess:
     # A child process: `runner run` may re-run itself under OpenBLAS (runner/blas.py),
     # which replaces the process, and the report still has a site to build afterwards.
-    cmd = [sys.executable, "-m", "runner.cli", "run", str(declaration), "--db", str(db)]
-    return subprocess.run(cmd + (["--remeasure"] if remeasure else [])).returncode
+    cmd = [sys.executable, "-m", "runner.cli", "run", str(declaration), "--db", str(db), *flags]
+    return subprocess.run(cmd, stdout=subprocess.PIPE if capture else None, text=True)
 
 
-def report(experiment: str, measure: bool, config_file: Path, site_dir: Path | None) -> int:
-    from runner.experiments.declaration import DeclarationError, find_declaration, load
-    declaration = find_declaration(experiment, EXPERIMENTS)
+def _plan(declaration: Path, db: Path, remeasure: bool) -> dict:
+    done = _run(declaration, db, "--plan", *(["--remeasure"] if remeasure else []), capture=True)
     try:
-        exp = load(declaration)
-    except DeclarationError as e:
-        raise ReportError(f"{declaration} is not a valid experiment declaration:\n" +
-                          "\n".join(f"  {i}" for i in e.issues)) from None
-    db = database_of(config_file)
-    state = data_state(db, exp)
+        if done.returncode == 0:
+            return json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        pass
+    raise ReportError(f"`runner run {declaration} --plan` failed (exit code {done.returncode}); "
+                      "its messages are above")
+
+
+def _load(db: Path) -> None:
+    """Bring the database in line with the committed measurement folders beside it."""
+    from runner.store.measurements import sync_database
+    from runner.store.store import StoreError
+    try:
+        loaded = sync_database(db)
+    except StoreError as e:
+        raise ReportError(str(e)) from None
+    if loaded is not None:
+        print(f"report: {loaded.describe()}")
+
+
+def _why(exp, state: DataState, plan: dict, measure: bool) -> str:
+    arms = ", ".join(f"{arm} {n}" for arm, n in plan["todo_by_arm"].items() if n)
+    what = f"{len(plan['todo'])} of {plan['planned']} cells (by arm: {arms})"
     if measure:
-        print(f"report: re-measuring every cell of {exp.name} (MEASURE=1); the new runs are "
-              f"appended to {db} and the pages use them")
-    elif state.complete:
-        print(f"report: using committed data from {_day(state.newest)}, {state.runs} runs of "
-              f"{exp.name} in {db} (complete on {', '.join(state.complete_on)}); "
-              "pass MEASURE=1 to re-measure")
-    else:
-        print(f"report: measuring {exp.name}: {db} has no complete non-quick set of runs of "
-              f"its current declaration ({declaration}, sha256 {exp.sha256[:12]})")
-    if measure or not state.complete:
+        return f"re-measuring {what}: MEASURE=1 asked for every cell"
+    why = (f"no chip has a complete non-quick set of runs of its current declaration "
+           f"(sha256 {exp.sha256[:12]})")
+    if state.runs:
+        why += f"; its {state.runs} complete runs are of an earlier declaration or incomplete"
+    if plan["complete_here"]:
+        why += f"; the {plan['complete_here']} cells this chip already has are kept"
+    return f"measuring {what}: {why}"
+
+
+def report(only: str | None, measure: bool, config_file: Path, site_dir: Path | None,
+           load_only: bool = False) -> int:
+    docs_dir, db = site_paths(config_file)
+    if load_only:
+        _load(db)
+        return 0
+    named = named_experiments(docs_dir)
+    if only is not None and only not in named:
+        raise ReportError(f"EXPERIMENT={only}: no post names this experiment "
+                          f"(posts name: {', '.join(named) or 'none'})")
+    exps = declarations({only: named[only]} if only else named, docs_dir / "experiments")
+    _load(db)
+    todo = []
+    for name, (declaration, exp) in exps.items():
+        state = data_state(db, exp)
+        if not measure and state.complete:
+            print(f"report: {name}: using the data from {_day(state.newest)}, {state.runs} runs "
+                  f"in {db} (complete on {', '.join(state.complete_on)}); pass MEASURE=1 to re-measure")
+        else:
+            todo.append((declaration, exp, state))
+    if todo:
+        plans = [_plan(declaration, db, measure) for declaration, _, _ in todo]
+        chip = plans[0]["chip"]
+        print(f"report: this chip: {chip['name']} (chip {chip['chip_id'][:8]}, {chip['device']}, "
+              f"{chip['cores']} cores, BLAS {chip['blas']})")
+        for (_, exp, state), plan in zip(todo, plans):
+            print(f"report: {exp.name}: {_why(exp, state, plan, measure)}")
+        seconds = sum(p["estimate_seconds"] for p in plans)
+        print(f"report: estimated measuring time: about {_duration(seconds)} "
+              f"({'; '.join(sorted({p['estimate_basis'] for p in plans}))})")
         t = time.perf_counter()
-        rc = _measure(declaration, db, remeasure=measure)
-        if rc:
-            return rc
-        print(f"report: measured in {time.perf_counter() - t:.0f} s")
+        for (declaration, _, _), plan in zip(todo, plans):
+            if plan["todo"]:
+                rc = _run(declaration, db, *(["--remeasure"] if measure else [])).returncode
+                if rc:
+                    return rc
+        print(f"report: measured in {_duration(time.perf_counter() - t)}")
+        _load(db)
     t = time.perf_counter()
     rc = build(config_file, site_dir, db)
     if rc == 0:
@@ -167,20 +207,28 @@ def report(experiment: str, measure: bool, config_file: Path, site_dir: Path | N
     return rc
 
 
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    return f"{seconds // 60} min {seconds % 60} s" if seconds >= 60 else f"{seconds} s"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m runner.report", description=__doc__.splitlines()[0])
-    p.add_argument("--experiment", required=True,
-                   help=f"the experiment (a name in {EXPERIMENTS}/ or a path to its .toml)")
+    p.add_argument("--experiment", default=None,
+                   help="measure only this experiment (a name some post gives); default: all")
     p.add_argument("--measure", choices=("0", "1"), default="0",
                    help="1: re-measure every cell before building; 0 (default): measure only "
-                        "when the database lacks the experiment's current declaration")
+                        "the cells of experiments no chip has complete")
     p.add_argument("--config-file", "-f", type=Path, default=Path("mkdocs.yml"),
                    help="mkdocs config (default mkdocs.yml); its bothrows plugin names the database")
     p.add_argument("--site-dir", "-d", type=Path, default=None,
                    help="output folder (default: the config's site_dir)")
+    p.add_argument("--load-only", action="store_true",
+                   help="only load the measurement folders into the database, then stop")
     args = p.parse_args(argv)
     try:
-        return report(args.experiment, args.measure == "1", args.config_file, args.site_dir)
+        return report(args.experiment or None, args.measure == "1", args.config_file,
+                      args.site_dir, args.load_only)
     except ReportError as e:
         print(f"report: error: {e}", file=sys.stderr)
         return 2

@@ -1,13 +1,16 @@
-"""`python -m runner.report`: measures when the database lacks the experiment, uses the
-data as it is otherwise, re-measures (`runner run --remeasure`) on --measure 1, and
-builds the same bytes every time, dated by the data. A real random checkpoint, the
-flagship declaration shrunk to 8 small cells, real DuckDB files and real mkdocs builds."""
+"""`python -m runner.report`: every experiment a post names is measured where no chip has
+its current declaration complete (only the cells this chip lacks), used as it is
+otherwise, re-measured on --measure 1 (narrowed by --experiment), and the whole site is
+built strictly, the same bytes every time, dated by the data. A real random checkpoint,
+tiny two-arm declarations, real measurement folders, DuckDB files and mkdocs builds."""
 import contextlib
 import dataclasses
 import gzip
 import io
 import os
+import random
 import re
+import shutil
 import struct
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,28 +20,49 @@ import pytest
 
 from conftest_publish import *  # noqa: F401,F403  (fixtures)
 from conftest_publish import post_text, write_project
+from fixture_db import FixtureChip, _run_rows
 from runner.cli import main as cli
-from runner.experiments.declaration import parse
-from runner.publish.queries import Reader
+from runner.experiments.declaration import load, parse
+from runner.experiments.execute import plan_cells
 from runner.report import build, main as report, source_date_epoch
+from runner.report_inputs import named_experiments
+from runner.store import measurements
+from runner.store.store import Store
 from runner.train.random_init import write_random_checkpoint
 
-REPO = Path(__file__).resolve().parents[1]
-NAME = "spec-decode-batching"
-ARMS = tuple(re.findall(r"(?m)^\[arms\.([\w-]+)\]", (REPO / "reports" / "experiments" / f"{NAME}.toml").read_text()))
-POST = f"""\
----
-date: 2026-11-29
-experiment: {NAME}
----
-# Flagship, shrunk
+DECLARATION = """\
+title = "{name}"
+model = "{model}"
+seed = 5
+rounds = 1
+concurrency = [1, 2]
 
-{{{{ regime_table(["decode_tps", "aggregate_tps", "drafted_passes", "state_mb"]) }}}}
+[workload]
+prompts = "heldout"
+requests_per_client = 1
+prompt_tokens = [8, 16]
+max_new_tokens = 4
 
-{{{{ traffic({{1: 0.7, 4: 0.3}}, label="mostly solo") }}}}
+[engine]
+max_batch_size = 2
+prefill_chunk = 16
 
-{{{{ drafted_by_width_chart() }}}}
+[arms.off]
+mtp = false
+
+[arms.on]
+mtp = true
 """
+BODY = """
+# {title}
+
+{{{{ regime_table(["decode_tps", "aggregate_tps"]) }}}}
+"""
+POSTS = {
+    "alpha.md": "---\ndate: 2026-11-29\nexperiment: alpha\n---\n" + BODY.format(title="Alpha"),
+    "beta.md": "---\ndate: 2026-11-29\nexperiments: [beta]\n---\n" + BODY.format(title="Beta"),
+    "plain.md": "---\ndate: 2026-11-29\n---\n# No data here\n",
+}
 
 
 @contextlib.contextmanager
@@ -63,8 +87,8 @@ def run_report(*args: str) -> tuple[int, str, str]:
 def runs(db: Path) -> list[tuple]:
     con = duckdb.connect(str(db), read_only=True)
     try:
-        return con.execute("SELECT arm, concurrency, round, status, finished_at FROM runs "
-                           "ORDER BY started_at").fetchall()
+        return con.execute("SELECT experiment, arm, concurrency, round, status, finished_at FROM runs "
+                           "ORDER BY started_at, run_id").fetchall()
     finally:
         con.close()
 
@@ -78,69 +102,133 @@ def tree(site: Path) -> dict[str, bytes]:
             if p.is_file()}
 
 
+def declare(folder: Path, name: str, model: Path) -> Path:
+    """A tiny declaration; no per-cell time minimum where the declaration format has one."""
+    exp = parse(DECLARATION.format(name=name, model=model).encode(), source=f"{name}.toml", name=name)
+    fields = {f.name for f in dataclasses.fields(exp.workload)}
+    fast = {k: v for k, v in (("min_cell_seconds", 0.0), ("min_cell_tokens", 0)) if k in fields}
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.toml"
+    path.write_text(dataclasses.replace(exp, workload=dataclasses.replace(exp.workload, **fast)).to_toml())
+    return path
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    """The flagship declaration on a random checkpoint: its arms x concurrency 1 and 4, one
-    round, one short request per client; measured once by the first report."""
+    """Two posts on experiments alpha and beta; alpha measured beforehand by `runner run`,
+    beta never: the first report measures beta only."""
     root = tmp_path_factory.mktemp("report")
     model = write_random_checkpoint(root / "model", seed=3)
-    text = (REPO / "reports" / "experiments" / f"{NAME}.toml").read_text()
-    text = re.sub(r'(?m)^model = .*$', f'model = "{model}"', text)  # the shipped one may be absent
-    exp = parse(text.encode(), source=f"{NAME}.toml", name=NAME)
-    small = dataclasses.replace(exp, rounds=1, concurrency=(1, 4),
-                                workload=dataclasses.replace(
-                                    exp.workload, requests_per_client=1, max_new_tokens=6,
-                                    prompt_tokens=(12, 24), shared_prefix_tokens=8))
-    (root / "decl").mkdir()
-    decl = root / "decl" / f"{NAME}.toml"
-    decl.write_text(small.to_toml())
-    config = write_project(root, root / "runs.duckdb", {"flagship.md": POST})
-    first = run_report("--experiment", str(decl), "--config-file", str(config),
-                       "--site-dir", str(root / "site1"))
-    return root, decl, config, first
+    config = write_project(root, root / "data" / "runs.duckdb", POSTS)
+    decls = {n: declare(root / "docs" / "experiments", n, model) for n in ("alpha", "beta")}
+    assert cli(["run", str(decls["alpha"]), "--db", str(root / "data" / "runs.duckdb")]) == 0
+    first = run_report("--config-file", str(config), "--site-dir", str(root / "site1"))
+    return root, config, root / "data" / "runs.duckdb", first
 
 
-def test_without_data_it_measures_then_builds(project):
-    root, _, _, (rc, out, err) = project
+def test_it_measures_only_what_no_chip_has_then_builds_every_post(project):
+    root, _, db, (rc, out, err) = project
     assert rc == 0, err
-    assert f"report: measuring {NAME}: " in out and "has no complete non-quick set" in out
-    assert sorted((a, c, s) for a, c, _, s, _ in runs(root / "runs.duckdb")) == sorted(
-        (a, c, "complete") for a in ARMS for c in (1, 4))
-    html = next((root / "site1" / "blog").glob("20*/**/index.html")).read_text()
-    assert html.count('class="bothrows-regime-row') == 2 * len(ARMS)
-    assert "for this traffic choose <strong>" in html
+    assert re.search(r"^report: alpha: using the data from .*, 4 runs in .* \(complete on .*\); "
+                     r"pass MEASURE=1 to re-measure$", out, re.M), out
+    assert re.search(r"^report: this chip: .* \(chip [0-9a-f]{8}, \w+, \d+ cores, BLAS .*\)$", out, re.M), out
+    assert re.search(r"^report: beta: measuring 4 of 4 cells \(by arm: off 2, on 2\): no chip has a "
+                     r"complete non-quick set of runs of its current declaration", out, re.M), out
+    assert re.search(r"^report: estimated measuring time: about \d+", out, re.M), out
+    assert out.index("this chip:") < out.index("measured in")
+    assert sorted((e, a, c, s) for e, a, c, _, s, _ in runs(db)) == sorted(
+        (e, a, c, "complete") for e in ("alpha", "beta") for a in ("off", "on") for c in (1, 2))
+    folders = measurements.measurement_folders(root / "data" / "measurements")
+    assert [f.name.split("-")[2] for f in folders] == ["alpha", "beta"]
+    for slug in ("alpha", "beta"):
+        html = next(p for p in (root / "site1" / "blog").glob("20*/**/index.html")
+                    if f"<h1 id=\"{slug}\"" in p.read_text()).read_text()
+        assert html.count('class="bothrows-regime-row') == 4, slug
 
 
-def test_with_data_it_builds_the_same_site_without_measuring(project):
-    root, decl, config, _ = project
-    before = runs(root / "runs.duckdb")
-    assert cli(["run", str(decl), "--db", str(root / "runs.duckdb")]) == 0  # resumes: nothing to do
-    rc, out, err = run_report("--experiment", str(decl), "--config-file", str(config),
-                              "--site-dir", str(root / "site2"))
+def test_a_second_report_builds_the_same_site_without_measuring(project):
+    root, config, db, _ = project
+    before = runs(db)
+    rc, out, err = run_report("--config-file", str(config), "--site-dir", str(root / "site2"))
     assert rc == 0, err
-    newest = max(r[4] for r in before)
-    assert f"report: using committed data from {newest:%Y-%m-%d %H:%M} UTC, {2 * len(ARMS)} runs of {NAME}" in out
-    assert "pass MEASURE=1 to re-measure" in out
-    assert runs(root / "runs.duckdb") == before
+    assert "measuring" not in out and "this chip" not in out
+    assert "report: beta: using the data from" in out
+    assert runs(db) == before
     first, second = tree(root / "site1"), tree(root / "site2")
     assert first.keys() == second.keys()
     assert [k for k in first if first[k] != second[k]] == []
+    newest = max(r[5] for r in before)
     day = newest.replace(hour=0, minute=0, second=0, microsecond=0, tzinfo=timezone.utc)
     assert gzip_mtime(first["sitemap.xml.gz"]) == int(day.timestamp())
 
 
-def test_measure_1_remeasures_every_cell_and_pages_use_the_new_runs(project):
-    root, decl, config, _ = project
-    before = runs(root / "runs.duckdb")
-    rc, out, err = run_report("--experiment", str(decl), "--measure", "1", "--config-file",
-                              str(config), "--site-dir", str(root / "site3"))
+def test_measure_1_narrowed_to_one_experiment_remeasures_only_it(project):
+    root, config, db, _ = project
+    before = runs(db)
+    rc, out, err = run_report("--config-file", str(config), "--site-dir", str(root / "site3"),
+                              "--experiment", "beta", "--measure", "1")
     assert rc == 0, err
-    assert "re-measuring every cell" in out
-    after = runs(root / "runs.duckdb")
-    assert after[:len(before)] == before and len(after) == 2 * len(before)
-    assert all(s == "complete" for *_, s, _ in after)
-    with Reader(root / "runs.duckdb") as r:  # the newest run per cell and round, never both
-        assert {c.n_rounds for c in r.cells(NAME, False)} == {1}
+    assert "report: beta: re-measuring 4 of 4 cells (by arm: off 2, on 2): MEASURE=1 asked" in out
+    assert "alpha" not in out
+    after = runs(db)
+    assert [r for r in after if r[0] == "alpha"] == [r for r in before if r[0] == "alpha"]
+    assert len([r for r in after if r[0] == "beta"]) == 8
+    assert len(measurements.measurement_folders(root / "data" / "measurements")) == 3
+
+
+def test_a_fresh_clone_with_data_from_another_chip_builds_without_measuring(project, tmp_path):
+    root, _, _, _ = project
+    config = write_project(tmp_path, tmp_path / "data" / "runs.duckdb", {"alpha.md": POSTS["alpha.md"]})
+    shutil.copytree(root / "docs" / "experiments", tmp_path / "docs" / "experiments")
+    exp = load(tmp_path / "docs" / "experiments" / "alpha.toml")
+    committed = tmp_path / "elsewhere.duckdb"   # measured on another machine, then committed
+    with Store.open(committed) as st:
+        rng, chip = random.Random(0), FixtureChip("Fixture M1", 100.0)
+        chip_id = st.ensure_chip(chip.fingerprint())
+        for cell in plan_cells(exp):
+            reqs, passes = _run_rows(rng, chip, cell.arm, cell.concurrency, 1, 10)
+            run = st.begin_run(experiment="alpha", declaration_sha256=exp.sha256, arm=cell.arm,
+                               concurrency=cell.concurrency, round=cell.round, chip_id=chip_id,
+                               model_sha256="m" * 64, code_version="abc", knobs={}, seed=5,
+                               quick=False, started_at=datetime(2026, 11, 28, 8))
+            st.append_requests(run, reqs)
+            st.append_passes(run, passes)
+            st.finish_run(run, "complete", finished_at=datetime(2026, 11, 28, 9))
+        ids = {r[0] for r in st.con.execute("SELECT run_id FROM runs").fetchall()}
+        (tmp_path / "data" / "measurements").mkdir(parents=True)
+        measurements.write_runs(st, ids, tmp_path / "data" / "measurements")
+    rc, out, err = run_report("--config-file", str(config))
+    assert rc == 0, err
+    assert "report: alpha: using the data from 2026-11-28 09:00 UTC, 4 runs" in out
+    assert "(complete on Fixture M1)" in out and "measuring" not in out
+    assert re.search(r"^report: loaded 1 measurement folder\(s\) \(4 runs\)", out, re.M), out
+
+
+def test_a_post_naming_an_undeclared_experiment_is_one_clear_error(project, tmp_path):
+    root, config, _, _ = project
+    posts = {**POSTS, "gamma.md": "---\ndate: 2026-11-30\nexperiments: [alpha, gamma]\n---\n# G\n"}
+    bad = write_project(tmp_path, root / "data" / "runs.duckdb", posts)
+    shutil.copytree(root / "docs" / "experiments", tmp_path / "docs" / "experiments")
+    rc, out, err = run_report("--config-file", str(bad))
+    assert rc == 2 and out == "" and "Traceback" not in err
+    post, decl = tmp_path / "docs" / "blog" / "posts" / "gamma.md", tmp_path / "docs" / "experiments" / "gamma.toml"
+    assert err == ("report: error: the posts' experiments cannot be measured:\n"
+                   f"  {post}: front matter field 'experiments': experiment 'gamma' has no "
+                   f"declaration ({decl} does not exist)\n")
+    rc, _, err = run_report("--config-file", str(config), "--experiment", "delta")
+    assert (rc, err) == (2, "report: error: EXPERIMENT=delta: no post names this experiment "
+                            "(posts name: alpha, beta)\n")
+
+
+def test_posts_name_experiments_in_either_field(tmp_path):
+    posts = tmp_path / "blog" / "posts"
+    posts.mkdir(parents=True)
+    (posts / "one.md").write_text("---\nexperiment: a\n---\n# One\n")
+    (posts / "two.md").write_text("---\nexperiments: [b, a]\n---\n# Two\n")
+    (posts / "three.md").write_text("---\ndate: 2026-11-29\n---\n# Three\n")
+    assert named_experiments(tmp_path) == {
+        "a": [(posts / "one.md", "experiment"), (posts / "two.md", "experiments")],
+        "b": [(posts / "two.md", "experiments")]}
 
 
 def test_the_build_date_comes_from_the_data_not_the_clock(fixture_db, tmp_path):
@@ -160,12 +248,6 @@ def test_the_build_date_comes_from_the_data_not_the_clock(fixture_db, tmp_path):
     assert gzip.decompress(gz).decode() == sitemap
 
 
-def test_bad_input_is_one_readable_error_with_exit_code_2(project, tmp_path):
-    _, decl, config, _ = project
-    rc, out, err = run_report("--experiment", "no-such-experiment", "--config-file", str(config))
-    assert rc == 2
-    assert err.startswith("report: error: reports/experiments/no-such-experiment.toml is not a "
-                          "valid experiment declaration:")
-    assert "Traceback" not in err
-    rc, _, err = run_report("--experiment", str(decl), "--config-file", str(tmp_path / "none.yml"))
+def test_a_missing_config_is_one_readable_error_with_exit_code_2(tmp_path):
+    rc, _, err = run_report("--config-file", str(tmp_path / "none.yml"))
     assert (rc, err) == (2, f"report: error: {tmp_path / 'none.yml'}: no such mkdocs config file\n")

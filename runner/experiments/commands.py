@@ -6,6 +6,7 @@ and says how to resume. The work itself lives in execute.py and runner.store.
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import traceback
@@ -14,7 +15,10 @@ from pathlib import Path
 DEFAULT_DB = Path("reports/data/runs.duckdb")
 EXPERIMENTS = Path("reports/experiments")
 QUICK_HELP = ("shrink the workload for a smoke test: 1 round, at most 2 requests per client, "
-              "at most 16 new tokens; the runs are stored with quick=true and pages label them")
+              "at most 16 new tokens, no time or token minimum per cell; the runs are stored "
+              "with quick=true and pages label them")
+AA_HELP = ("A/A check: measure ARM against an identical copy of itself (arms ARM and ARM-aa, "
+           "same knobs), stored as experiment NAME-aa so it never mixes with NAME's runs")
 
 
 def _err(*lines: str) -> None:
@@ -31,12 +35,16 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="progress as JSON lines on stderr")
     p.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database (default {DEFAULT_DB})")
     p.add_argument("--check", action="store_true", help="validate the declaration and stop")
+    p.add_argument("--aa", metavar="ARM", help=AA_HELP)
     p.add_argument("--no-openblas", action="store_true",
                    help="keep MLX's bundled reference BLAS (default: re-run under Debian's OpenBLAS "
                         "when installed; the chip fingerprint records which)")
     p.add_argument("--remeasure", action="store_true",
                    help="run every cell again even when complete runs exist; the new runs are "
                         "appended and pages use the newest run of each cell and round")
+    p.add_argument("--plan", action="store_true",
+                   help="print this chip and the cells a run would measure (with an estimate of "
+                        "the time) as one JSON line, and stop")
 
 
 def _raise_interrupt(signum, frame):
@@ -56,6 +64,12 @@ def main_run(args: argparse.Namespace) -> int:
         hint = [f"declared experiments: {', '.join(known)}"] if not path.exists() and known else []
         _err(f"error: {path} is not a valid experiment declaration:", *(f"  {i}" for i in e.issues), *hint)
         return 2
+    if args.aa is not None:
+        try:
+            exp = exp.aa(args.aa)
+        except DeclarationError as e:
+            _err(*(f"error: {i}" for i in e.issues))
+            return 2
     if args.check:
         print(f"{path}: valid ({len(exp.arms)} arms, concurrency {list(exp.concurrency)}, "
               f"{exp.rounds} rounds)")
@@ -68,29 +82,64 @@ def main_run(args: argparse.Namespace) -> int:
     from .execute import run_experiment
     from .progress import Progress
 
+    from runner.store import measurements
+
     progress = Progress(mode="json" if args.json else None)
+    try:  # the database is a cache of the committed measurement folders: bring it up to date
+        loaded = measurements.sync_database(args.db)
+        if loaded is not None and loaded.rebuilt:
+            progress.note(loaded.describe())
+        if args.plan:
+            from .plan import plan
+            print(json.dumps(plan(exp, args.db, args.remeasure), sort_keys=True), flush=True)
+            return 0
+        before = measurements.complete_run_ids(args.db)
+    except StoreError as e:
+        _err(f"error: {e}")
+        return 2
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a polite kill marks the cell failed
-    resume = f"run `runner run {args.experiment}{' --quick' if args.quick else ''}` again to resume"
+    again = args.experiment + (f" --aa {args.aa}" if args.aa is not None else "")
+    resume = f"run `runner run {again}{' --quick' if args.quick else ''}` again to resume"
     if args.remeasure:  # a resumed re-measurement keeps the cells it already re-ran
         resume += " (without --remeasure: the cells not yet re-measured keep their older runs)"
     try:
         summary = run_experiment(exp, args.db, progress, remeasure=args.remeasure)
     except (StoreError, WorkloadError) as e:
+        _save_measurement(args.db, before, progress)
         _err(f"error: {e}")
         return 2
     except KeyboardInterrupt:
+        _save_measurement(args.db, before, progress)
         _err(f"interrupted: the cell in progress is marked failed, finished cells are kept; {resume}")
         return 130
     except Exception:
         traceback.print_exc()
+        _save_measurement(args.db, before, progress)
         _err(f"error: the run crashed; the cell in progress is marked failed, finished cells are "
              f"kept; {resume}")
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
+    saved = _save_measurement(args.db, before, progress)
     progress.note(f"{exp.name}: {summary.completed} cells run, {summary.skipped} already complete "
                   f"({summary.planned} planned) -> {args.db}")
-    return 0
+    return 0 if saved else 2
+
+
+def _save_measurement(db: Path, before: set[str], progress) -> bool:
+    """Write the runs this invocation completed (an interrupted run's finished cells too)
+    to a new measurement folder beside the database: the folders are what is committed,
+    and the database is rebuilt from them."""
+    from runner.store import measurements
+    from runner.store.store import StoreError
+    try:
+        for folder, runs in measurements.save_new_runs(db, before):
+            progress.note(f"wrote {runs} run(s) to {folder} (commit this folder to publish them)")
+    except StoreError as e:
+        _err(f"error: the new runs are in {db} but their measurement folder was not written: {e}; "
+             "the next load of the measurement folders writes it")
+        return False
+    return True
 
 
 def add_export_arguments(p: argparse.ArgumentParser) -> None:

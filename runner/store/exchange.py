@@ -13,7 +13,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .store import Store, StoreError
+from .store import ADDED_COLUMNS, Store, StoreError
 
 TABLES = ("chips", "runs", "requests", "passes")
 
@@ -86,6 +86,7 @@ def read_source(source: str | Path) -> dict[str, pa.Table]:
 
 def import_tables(st: Store, tables: dict[str, pa.Table], source: str) -> dict[str, int]:
     """Merge exported tables; returns rows added per table (0 everywhere on a repeat)."""
+    tables = {t: _with_added_columns(t, tables[t]) for t in TABLES}
     for t in TABLES:
         missing = sorted(set(_columns(st, t)) - set(tables[t].column_names))
         if missing:
@@ -109,6 +110,14 @@ def import_tables(st: Store, tables: dict[str, pa.Table], source: str) -> dict[s
     return {t: st._one(f"SELECT count(*) FROM {t}")[0] - before[t] for t in TABLES}
 
 
+def _with_added_columns(table: str, rows: pa.Table) -> pa.Table:
+    """An export made before a migration lacks the columns it added: they become NULL."""
+    for name, kind in ADDED_COLUMNS.get(table, {}).items():
+        if name not in rows.column_names:
+            rows = rows.append_column(name, pa.nulls(rows.num_rows, kind))
+    return rows
+
+
 def _merge(st: Store, names: dict[str, str]) -> None:
     cols = {t: ", ".join(_columns(st, t)) for t in TABLES}
     st.con.execute("CREATE TEMP TABLE _new_runs AS SELECT DISTINCT run_id FROM "
@@ -123,3 +132,36 @@ def _merge(st: Store, names: dict[str, str]) -> None:
                            "WHERE run_id IN (SELECT run_id FROM _new_runs)")
     finally:
         st.con.execute("DROP TABLE _new_runs")
+
+
+def export_runs(st: Store, run_ids: list[str], out_dir: str | Path) -> dict[str, int]:
+    """Write chips/runs/requests/passes.parquet holding exactly the given complete runs
+    (the format `export_experiment` writes); the measurement folders of
+    runner.store.measurements are made this way. Raises StoreError when an id is not a
+    complete run of this database."""
+    ids = pa.table({"run_id": pa.array(sorted(set(run_ids)), pa.string())})
+    st.con.register("_export_ids", ids)
+    try:
+        found = {r[0] for r in st.con.execute(
+            "SELECT run_id FROM runs WHERE status = 'complete' AND run_id IN "
+            "(SELECT run_id FROM _export_ids)").fetchall()}
+        missing = sorted(set(run_ids) - found)
+        if missing:
+            raise StoreError(f"database {st.path}: no complete runs {missing}")
+        chosen = "SELECT run_id FROM _export_ids"
+        selects = {
+            "runs": f"SELECT * FROM runs WHERE run_id IN ({chosen}) ORDER BY run_id",
+            "chips": f"SELECT * FROM chips WHERE chip_id IN (SELECT chip_id FROM runs WHERE "
+                     f"run_id IN ({chosen})) ORDER BY chip_id",
+            "requests": f"SELECT * FROM requests WHERE run_id IN ({chosen}) "
+                        "ORDER BY run_id, request_id",
+            "passes": f"SELECT * FROM passes WHERE run_id IN ({chosen}) ORDER BY run_id, pass_index",
+        }
+        tables = {t: st.con.sql(sql).to_arrow_table() for t, sql in selects.items()}
+    finally:
+        st.con.unregister("_export_ids")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for t in TABLES:  # zstd: these files are committed, and smaller diffs travel faster
+        pq.write_table(tables[t], out / f"{t}.parquet", compression="zstd")
+    return {t: tables[t].num_rows for t in TABLES}
