@@ -3,13 +3,13 @@
 Closures over the post's PostData (one per experiment), so no object with internals is
 reachable from the sandbox. Every function takes `experiment=` (default: the post's
 first experiment); comparisons take `base=` (default: the post's base arm, see
-`functions.PostData.base`); values take `chip=` (default: the judging chip, the post's
+`postdata.PostData.base`); values take `chip=` (default: the judging chip, the post's
 home unless the claims-on-every-chip table is being filled).
 """
 from __future__ import annotations
 
 from runner.publish import blocks, traffic as traffic_choice
-from runner.publish.functions import PostData
+from runner.publish.postdata import PostData
 from runner.publish.templating import render_block
 
 
@@ -26,7 +26,7 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
     def value(experiment, kind, read):
         d = data(experiment)
         if d is None:
-            return first._measured(None, None, None, 0, kind, f"a value of experiment {experiment!r}", "", set())
+            return first.measured(None, None, None, 0, kind, f"a value of experiment {experiment!r}", "", set())
         return read(d)
 
     def block(experiment, draw):

@@ -7,7 +7,8 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from runner.publish import charts, queries
-from runner.publish.functions import PostData
+from runner.publish.postdata import PostData
+from runner.publish.intervals import share_interval
 from runner.publish.metrics import METRICS
 from runner.publish.templating import render_block
 
@@ -40,8 +41,7 @@ def regime_table(data: PostData, metrics: list, base: str | None = None) -> Mark
         data.fail(f"regime_table: base arm {base!r} is not an arm of {data.experiment!r} "
                   f"(arms: {', '.join(data.arm_order)})")
     number = len(data.sql) + 1
-    sql_name = f"table-{number}.sql"
-    data.sql[sql_name] = queries.inline_sql(queries.RUN_VALUES_SQL, data.params)
+    sql_href = data.register_sql("table", queries.inline_sql(queries.RUN_VALUES_SQL, data.params))
     rows = []
     for chip in data.regimes.chips:
         for arm in _arm_order(data, base):
@@ -57,7 +57,7 @@ def regime_table(data: PostData, metrics: list, base: str | None = None) -> Mark
     html = render_block("regime_table.html", groups=[
         {"metrics": [METRICS[metrics[i]] for i in g],
          "rows": [{**r, "cells": [r["cells"][i] for i in g]} for r in rows]} for g in groups],
-        base=base, sql_href=data.href(sql_name), number=number)
+        base=base, sql_href=sql_href, number=number)
     return data.token(html, "")
 
 
@@ -84,7 +84,7 @@ def headline_table(datas: list[PostData], arm: str, base: str | None, metrics: l
     rows = []
     for data in datas:
         b = data.base if base is None else base
-        if not (data._arm_ok(arm) and data._arm_ok(b)):
+        if not (data.arm_ok(arm) and data.arm_ok(b)):
             continue
         for chip in data.regimes.chips:
             for conc in sorted({1, data.regimes.ceiling}):
@@ -101,10 +101,10 @@ def headline_table(datas: list[PostData], arm: str, base: str | None, metrics: l
                 rows.append({"model": data.model, "chip": data.chip_names.get(chip, chip),
                              "regime": data.regimes.regime_of(conc) or f"concurrency {conc}",
                              "concurrency": conc, "base": b, "cells": cells})
-    sql_name = f"headline-{len(first.sql) + 1}.sql"
-    first.sql[sql_name] = "".join(queries.inline_sql(queries.RUN_VALUES_SQL, d.params) for d in datas)
+    sql_href = first.register_sql("headline", "".join(
+        queries.inline_sql(queries.RUN_VALUES_SQL, d.params) for d in datas))
     html = render_block("headline_table.html", metrics=[METRICS[m] for m in metrics], rows=rows,
-                        arm=arm, sql_href=first.href(sql_name))
+                        arm=arm, sql_href=sql_href)
     return first.token(html, "")
 
 
@@ -133,33 +133,36 @@ def chart(data: PostData, metric: str, x: str = "concurrency") -> Markup:
         "concurrency", f"{spec.label} ({spec.unit})" if spec.unit else spec.label,
         [(charts.concurrency_x(c), str(c)) for c in reg.concurrencies])
     div_id = charts.chart_id(data.key, "chart", metric, x, len(data.blocks))
-    sql_name = f"chart-{len(data.sql) + 1}.sql"
-    data.sql[sql_name] = queries.inline_sql(queries.RUN_VALUES_SQL, data.params)
+    sql_href = data.register_sql("chart", queries.inline_sql(queries.RUN_VALUES_SQL, data.params))
     html = render_block("chart.html", div_id=div_id, figure=charts.figure_json(fig),
                         caption=f"{spec.label} by concurrency, one panel per chip; bars show "
                                 "the 95% interval (paired bootstrap over rounds and requests)",
-                        sql_href=data.href(sql_name))
+                        sql_href=sql_href)
     return data.token(html, "")
 
 
 def drafted_by_width_chart(data: PostData) -> Markup:
-    rows = data.reader.drafted_by_width(data.experiment, data.quick, data.as_of)
+    runs = data.reader.drafted_by_width_runs(data.experiment, data.quick)
     reg = data.regimes
-    widths = sorted({w for _, _, w, _, _, _ in rows} | {1, reg.ceiling})
+    widths = sorted({w for _, _, w in runs} | {1, reg.ceiling})
     series = []
     for chip in reg.chips:
         for arm in data.arm_order:
-            pts = [(w, s) for c, a, w, _, _, s in rows if (c, a) == (chip, arm)]
-            ys = tuple(round(s * 100, 4) for _, s in pts)
-            series.append(charts.Series(chip, arm, tuple(float(w) for w, _ in pts), ys, ys, ys))
+            pts = [(w, share_interval((data.experiment, chip, arm, w), *runs[(chip, arm, w)]))
+                   for w in widths if (chip, arm, w) in runs]
+            pct = lambda v: None if v is None else round(v * 100, 4)  # noqa: E731
+            series.append(charts.Series(chip, arm, tuple(float(w) for w, _ in pts),
+                                        tuple(pct(e.value) for _, e in pts),
+                                        tuple(pct(e.value if e.lo is None else e.lo) for _, e in pts),
+                                        tuple(pct(e.value if e.hi is None else e.hi) for _, e in pts)))
     fig = charts.panel_figure(series, [(c, data.chip_names[c]) for c in reg.chips], list(data.arm_order),
                               {"batch 1": 1.0, "ceiling": float(reg.ceiling)}, "batch width",
                               "passes that drafted (%)", [(float(w), str(w)) for w in widths],
                               kind="bars")
     div_id = charts.chart_id(data.key, "drafted_by_width", len(data.blocks))
-    sql_name = f"chart-{len(data.sql) + 1}.sql"
-    data.sql[sql_name] = queries.inline_sql(queries.DRAFTED_BY_WIDTH_SQL, data.params)
+    sql_href = data.register_sql("chart", queries.inline_sql(queries.DRAFTED_BY_WIDTH_RUNS_SQL, data.params))
     html = render_block("chart.html", div_id=div_id, figure=charts.figure_json(fig),
-                        caption="share of passes at each batch width that carried drafts, "
-                                "one panel per chip", sql_href=data.href(sql_name))
+                        caption="share of passes at each batch width that carried drafts, one "
+                                "panel per chip; bars show the 95% interval from resampling the runs",
+                        sql_href=sql_href)
     return data.token(html, "")

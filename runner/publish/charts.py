@@ -89,9 +89,9 @@ def panel_figure(series: list[Series], chips: list[tuple[str, str]], arms: list[
                      "marker": {"color": color}}
             if kind != "bars":
                 trace["mode"] = "lines+markers"
-                trace["error_y"] = {"type": "data", "symmetric": False,
-                                    "array": [_nonneg(h, m) for h, m in zip(s.hi, s.mean)],
-                                    "arrayminus": [_nonneg(m, lo) for lo, m in zip(s.lo, s.mean)]}
+            trace["error_y"] = {"type": "data", "symmetric": False,
+                                "array": [_nonneg(h, m) for h, m in zip(s.hi, s.mean)],
+                                "arrayminus": [_nonneg(m, lo) for lo, m in zip(s.lo, s.mean)]}
             data.append(trace)
     return {"data": data, "layout": layout}
 

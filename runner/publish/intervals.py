@@ -174,6 +174,21 @@ class Intervals:
         return sum(s * p for (_, s), p in zip(shares, parts))
 
 
+def share_interval(key: tuple, counts: list[int], hits: list[int]) -> Estimate:
+    """sum(hits) / sum(counts) over runs, with its 95% interval from resampling the runs
+    (a share pooled over runs, such as the passes that drafted at one batch width)."""
+    n, h = np.asarray(counts, dtype=float), np.asarray(hits, dtype=float)
+    if not len(n) or n.sum() == 0:
+        return NONE
+    value = float(h.sum() / n.sum())
+    if len(n) < 2:
+        return Estimate(value, None, None, len(n))
+    w = np.random.default_rng(_seed(*key)).multinomial(len(n), [1 / len(n)] * len(n), size=DRAWS)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reps = (w * h).sum(axis=1) / (w * n).sum(axis=1)
+    return interval(value, reps, len(n))
+
+
 def interval(value: float, reps: np.ndarray | None, n_rounds: int) -> Estimate:
     if reps is None or not np.isfinite(reps).any():
         return Estimate(value, None, None, n_rounds)

@@ -21,7 +21,7 @@ from pathlib import Path
 from runner.publish import across, queries
 from runner.publish.api import post_api
 from runner.publish.claims import Verdict
-from runner.publish.functions import Failure, PostData, PostState, chip_labels
+from runner.publish.postdata import Failure, PostData, PostState, chip_labels
 from runner.publish.home import Judging, match_chip, resolve_home
 from runner.publish.notes import Note, as_day, declared_notes
 from runner.publish.provenance import Downloads

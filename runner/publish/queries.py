@@ -128,6 +128,13 @@ FROM passes p JOIN chosen c ON p.run_id = c.run_id
 GROUP BY c.chip_id, c.arm, p.width
 ORDER BY c.chip_id, c.arm, p.width"""
 
+DRAFTED_BY_WIDTH_RUNS_SQL = "WITH " + CHOSEN_RUNS + """
+SELECT c.chip_id, c.arm, p.width, c.run_id,
+       count(*) AS passes, count(*) FILTER (WHERE p.drafted > 0) AS drafted_passes
+FROM passes p JOIN chosen c ON p.run_id = c.run_id
+GROUP BY c.chip_id, c.arm, p.width, c.run_id
+ORDER BY c.chip_id, c.arm, p.width, c.run_id"""
+
 # Which cells the experiment has, from runs of any status: a cell whose runs all failed
 # is a gap, not silently absent.
 LAYOUT_SQL = """
@@ -284,6 +291,16 @@ class Reader:
         p = {"experiment": experiment, "quick": quick, "as_of": as_of}
         return [(c, a, int(w), int(n), int(d), float(s))
                 for c, a, w, n, d, s in self._rows(DRAFTED_BY_WIDTH_SQL, p)]
+
+    def drafted_by_width_runs(self, experiment: str, quick: bool) -> dict[tuple, tuple[list, list]]:
+        """(chip, arm, width) -> (passes per run, drafted passes per run), for intervals."""
+        out: dict[tuple, tuple[list, list]] = {}
+        p = {"experiment": experiment, "quick": quick, "as_of": None}
+        for c, a, w, _, n, d in self._rows(DRAFTED_BY_WIDTH_RUNS_SQL, p):
+            n_list, d_list = out.setdefault((c, a, int(w)), ([], []))
+            n_list.append(int(n))
+            d_list.append(int(d))
+        return out
 
     def layout(self, experiment: str, quick: bool) -> list[tuple[str, str, int]]:
         return [(c, a, int(k)) for c, a, k in

@@ -19,7 +19,7 @@ from markupsafe import Markup
 
 from runner.publish import queries
 from runner.publish.claims import Measured
-from runner.publish.functions import PostData
+from runner.publish.postdata import PostData
 from runner.publish.intervals import interval
 from runner.publish.templating import render_block
 
@@ -102,16 +102,16 @@ def _cells(chip_id: str, arms: tuple[str, ...], profile: Profile) -> set:
 
 def speed(data: PostData, profile: object, arm: str, chip: str | None) -> Measured:
     """An arm's expected per-user decode speed under the profile, claimable."""
-    prof, chip_id = _profile(data, profile), data._chip(chip)
+    prof, chip_id = _profile(data, profile), data.chip_for(chip)
     what = (f"expected per-user decode_tps of {arm} under traffic "
-            f"({prof.describe() if prof else profile}) on {data._label(chip_id, chip)}")
-    if prof is None or chip_id is None or not data._arm_ok(arm):
-        return data._measured(None, None, None, 0, "value", what, METRIC, set())
+            f"({prof.describe() if prof else profile}) on {data.label_of(chip_id, chip)}")
+    if prof is None or chip_id is None or not data.arm_ok(arm):
+        return data.measured(None, None, None, 0, "value", what, METRIC, set())
     e = next(x for x in expected_speeds(data, prof, chip_id, data.judged) if x.arm == arm)
     if e.mean is None:
-        return data._measured(None, None, None, 0, "value", what, METRIC, set())
+        return data.measured(None, None, None, 0, "value", what, METRIC, set())
     est = interval(e.mean, e.draws, e.n_rounds)
-    return data._measured(est.value, est.lo, est.hi, est.n_rounds, "value", what, METRIC,
+    return data.measured(est.value, est.lo, est.hi, est.n_rounds, "value", what, METRIC,
                           _cells(chip_id, (arm,), prof))
 
 
@@ -119,27 +119,27 @@ def gain(data: PostData, profile: object, arm: str, base: str | None, chip: str 
     """arm's expected speed over base's, minus 1, under the profile; its interval from the
     same ratio taken draw by draw (paired, as `gain()` is for one concurrency)."""
     base = data.base if base is None else base
-    prof, chip_id = _profile(data, profile), data._chip(chip)
+    prof, chip_id = _profile(data, profile), data.chip_for(chip)
     what = (f"expected per-user decode_tps of {arm} vs {base} under traffic "
-            f"({prof.describe() if prof else profile}) on {data._label(chip_id, chip)}")
-    if prof is None or chip_id is None or not (data._arm_ok(arm) and data._arm_ok(base)):
-        return data._measured(None, None, None, 0, "change", what, METRIC, set())
+            f"({prof.describe() if prof else profile}) on {data.label_of(chip_id, chip)}")
+    if prof is None or chip_id is None or not (data.arm_ok(arm) and data.arm_ok(base)):
+        return data.measured(None, None, None, 0, "change", what, METRIC, set())
     by_arm = {x.arm: x for x in expected_speeds(data, prof, chip_id, data.judged)}
     on, off = by_arm[arm], by_arm[base]
     if on.mean is None or not off.mean:
-        return data._measured(None, None, None, 0, "change", what, METRIC, set())
+        return data.measured(None, None, None, 0, "change", what, METRIC, set())
     reps = None
     if on.draws is not None and off.draws is not None:
         with np.errstate(invalid="ignore", divide="ignore"):
             reps = np.where(off.draws != 0, on.draws / off.draws, np.nan) - 1
     est = interval(on.mean / off.mean - 1, reps, min(on.n_rounds, off.n_rounds))
-    return data._measured(est.value, est.lo, est.hi, est.n_rounds, "change", what, METRIC,
+    return data.measured(est.value, est.lo, est.hi, est.n_rounds, "change", what, METRIC,
                           _cells(chip_id, (arm, base), prof))
 
 
 def best_arm(data: PostData, profile: object, chip: str | None) -> str:
     """The arm with the highest expected per-user decode speed ('' when not measured)."""
-    prof, chip_id = _profile(data, profile), data._chip(chip)
+    prof, chip_id = _profile(data, profile), data.chip_for(chip)
     if prof is None or chip_id is None:
         return ""
     ranked = _ranked(expected_speeds(data, prof, chip_id, data.judged))
@@ -172,8 +172,7 @@ def traffic(data: PostData, profile: object, label: str, base: str | None) -> Ma
                   f"(arms: {', '.join(data.arm_order)})")
     if prof is None:
         return data.token(render_block("block_error.html", message="traffic choice not shown"), "")
-    sql_name = f"traffic-{len(data.sql) + 1}.sql"
-    data.sql[sql_name] = queries.inline_sql(queries.RUN_VALUES_SQL, data.params)
+    sql_href = data.register_sql("traffic", queries.inline_sql(queries.RUN_VALUES_SQL, data.params))
     chips = []
     for chip_id in data.regimes.chips:
         speeds = expected_speeds(data, prof, chip_id)
@@ -190,5 +189,5 @@ def traffic(data: PostData, profile: object, label: str, base: str | None) -> Ma
                       "margin": next(r["margin"] for r in rows if r["best"]), "rows": rows})
     html = render_block("traffic.html", label=label, shares=[
         {"concurrency": c, "share": f"{s:.0%}"} for c, s in prof.shares], chips=chips,
-        base=base, sql_href=data.href(sql_name))
+        base=base, sql_href=sql_href)
     return data.token(html, "")

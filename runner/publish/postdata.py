@@ -114,13 +114,19 @@ class PostData:
         self.inline_text[tok] = text
         return Markup(f"\n\n{tok}\n\n" if block else tok)
 
+    def register_sql(self, kind: str, sql: str) -> str:
+        """Offer the SQL behind a block for download; returns the link to it."""
+        name = f"{kind}-{len(self.sql) + 1}.sql"
+        self.sql[name] = sql
+        return self.href(name)
+
     def href(self, file_name: str) -> str:
         """Link from this post's page to one of its download files."""
         page_url = self.state.page_url
         page_dir = page_url if page_url.endswith("/") else posixpath.dirname(page_url)
         return posixpath.relpath(f"{self.state.downloads_folder}/{file_name}", page_dir or ".")
 
-    def _chip(self, chip: str | None) -> str | None:
+    def chip_for(self, chip: str | None) -> str | None:
         """The chip a value is read on: the judging chip unless the call names one."""
         known = ", ".join(repr(label) for label in self.chip_names.values())
         if self.judging.every_value and self.judging.chip_id is not None:
@@ -140,20 +146,20 @@ class PostData:
                   else f"unknown chip {chip!r}; the data has {known}")
         return None
 
-    def _metric_ok(self, name: object) -> bool:
+    def metric_ok(self, name: object) -> bool:
         if name not in METRICS:
             self.fail(unknown_metric_message(name))
             return False
         return True
 
-    def _arm_ok(self, arm: object) -> bool:
+    def arm_ok(self, arm: object) -> bool:
         if arm not in self.regimes.arms:
             self.fail(f"unknown arm {arm!r}; experiment {self.experiment!r} has arms "
                       + ", ".join(repr(a) for a in self.arm_order))
             return False
         return True
 
-    def _measured(self, value, lo, hi, n, kind, what, metric, cells) -> Measured:
+    def measured(self, value, lo, hi, n, kind, what, metric, cells) -> Measured:
         spec = METRICS.get(metric)
         m = Measured(value, lo, hi, n, kind, what, spec.decimals if spec else 1,
                      spec.unit if spec else "")
@@ -165,7 +171,7 @@ class PostData:
         once, so its claims do not each fail again."""
         return chip is None and self.judging.chip_id is None and self.judging.problem is not None
 
-    def _label(self, chip_id: str | None, chip: str | None) -> str:
+    def label_of(self, chip_id: str | None, chip: str | None) -> str:
         label = self.chip_names.get(chip_id, chip)
         if self.judging.as_of is not None and (chip is None or chip_id == self.judging.chip_id):
             day = (self.judging.as_of - timedelta(days=1)).strftime("%Y-%m-%d")
@@ -174,27 +180,27 @@ class PostData:
 
     # -- values -------------------------------------------------------------
     def metric(self, name: str, arm: str, concurrency: int, chip: str | None = None) -> Measured:
-        chip_id = self._chip(chip)
-        ok = self._metric_ok(name) and self._arm_ok(arm) and chip_id is not None
-        what = f"{name} of {arm} at concurrency {concurrency} on {self._label(chip_id, chip)}"
+        chip_id = self.chip_for(chip)
+        ok = self.metric_ok(name) and self.arm_ok(arm) and chip_id is not None
+        what = f"{name} of {arm} at concurrency {concurrency} on {self.label_of(chip_id, chip)}"
         key = (chip_id, arm, int(concurrency), name)
         if not ok or key not in self.judged.cells:
-            return self._measured(None, None, None, 0, "value", what, name, set())
+            return self.measured(None, None, None, 0, "value", what, name, set())
         cell = self.judged.cells[key]
-        return self._measured(cell.mean, cell.lo, cell.hi, cell.n_rounds, "value", what, name,
+        return self.measured(cell.mean, cell.lo, cell.hi, cell.n_rounds, "value", what, name,
                               {(chip_id, arm, int(concurrency))})
 
     def compare(self, metric: str, arm: str, base: str | None, concurrency: int, chip: str | None,
                 kind: str) -> Measured:
         base = self.base if base is None else base
-        chip_id = self._chip(chip)
+        chip_id = self.chip_for(chip)
         what = (f"{metric} of {arm} vs {base} at concurrency {concurrency} on "
-                f"{self._label(chip_id, chip)}")
-        if not (self._metric_ok(metric) and self._arm_ok(arm) and self._arm_ok(base)) or chip_id is None:
-            return self._measured(None, None, None, 0, kind, what, metric, set())
+                f"{self.label_of(chip_id, chip)}")
+        if not (self.metric_ok(metric) and self.arm_ok(arm) and self.arm_ok(base)) or chip_id is None:
+            return self.measured(None, None, None, 0, kind, what, metric, set())
         c = int(concurrency)
         e = self.judged.compare(metric, chip_id, arm, base, c, kind)
-        return self._measured(e.value, e.lo, e.hi, e.n_rounds, kind, what, metric,
+        return self.measured(e.value, e.lo, e.hi, e.n_rounds, kind, what, metric,
                               {(chip_id, arm, c), (chip_id, base, c)})
 
     def claim(self, stated: object, measured: object) -> Markup:
