@@ -20,18 +20,15 @@ Before measuring it prints which chip this is, what it will measure and why, and
 estimate of the time; the chip and the cells come from `runner run NAME --plan`, run in
 the measuring process's own BLAS setting, which is part of the chip fingerprint.
 
-Reproducible builds: unless SOURCE_DATE_EPOCH is already set, it is set to the newest
-finish time of any complete run in the database, so the dates mkdocs writes (sitemap
-lastmod and its gzip header) come from the data, never from the clock of the machine
-that builds. This module reads the database (read-only) only to make these decisions;
-it writes nothing itself (loading is runner.store.measurements, measuring `runner run`,
-rendering `runner build`).
+Reproducible builds are `runner build`'s (publish.commands.build_site sets
+SOURCE_DATE_EPOCH from the data). This module reads the database only through
+`queries.Reader`, to make these decisions; it writes nothing itself (loading is
+runner.store.measurements, measuring `runner run`, rendering `runner build`).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -59,59 +56,38 @@ def _utc(ts: datetime) -> datetime:
     return ts.replace(tzinfo=timezone.utc)  # the store keeps naive UTC timestamps
 
 
-def _read(db: Path, sql: str, params: list) -> list[tuple]:
-    try:
-        con = duckdb.connect(str(db), read_only=True)
-    except duckdb.Error as e:
-        raise ReportError(f"database {db} cannot be read: {e}") from None
-    try:
-        return con.execute(sql, params).fetchall()
-    except duckdb.Error as e:
-        raise ReportError(f"database {db} cannot be read: {e}") from None
-    finally:
-        con.close()
-
-
 def data_state(db: Path, exp) -> DataState:
     """What the database holds for the experiment `exp` (an Experiment)."""
     if not db.is_file():
         return DataState((), 0, None)
     from runner.experiments.execute import plan_cells
+    from runner.publish.queries import QueryError, Reader
     planned = {(c.arm, c.concurrency, c.round) for c in plan_cells(exp)}
-    cells = _read(db, "SELECT ch.name, r.chip_id, r.arm, r.concurrency, r.round FROM runs r "
-                      "JOIN chips ch USING (chip_id) WHERE r.experiment = ? AND "
-                      "r.declaration_sha256 = ? AND r.status = 'complete' AND NOT r.quick",
-                  [exp.name, exp.sha256])
-    by_chip: dict[tuple[str, str], set] = {}
-    for name, chip_id, arm, conc, rnd in cells:
-        by_chip.setdefault((name, chip_id), set()).add((arm, int(conc), int(rnd)))
+    try:
+        with Reader(db) as reader:
+            by_chip = reader.declaration_cells(exp.name, exp.sha256)
+            runs, newest = reader.run_summary(exp.name)
+    except (QueryError, duckdb.Error) as e:
+        raise ReportError(f"database {db} cannot be read: {e}") from None
     complete = tuple(sorted(name for (name, _), done in by_chip.items() if planned <= done))
-    runs, newest = _read(db, "SELECT count(*), max(finished_at) FROM runs WHERE experiment = ? "
-                             "AND status = 'complete' AND NOT quick", [exp.name])[0]
-    return DataState(complete, int(runs), _utc(newest) if newest else None)
+    return DataState(complete, runs, _utc(newest) if newest else None)
 
 
 def source_date_epoch(db: Path) -> int | None:
     """The newest finish time of any complete run in the database, in Unix seconds."""
     if not db.is_file():
         return None
-    newest = _read(db, "SELECT max(finished_at) FROM runs WHERE status = 'complete'", [])[0][0]
+    from runner.publish.queries import Reader
+    with Reader(db) as reader:
+        newest = reader.run_summary()[1]
     return int(_utc(newest).timestamp()) if newest else None
 
 
 def build(config_file: Path, site_dir: Path | None, db: Path) -> int:
-    """`runner build` (strict) with SOURCE_DATE_EPOCH taken from the data unless set."""
-    from runner.publish.commands import main_build
-    if "SOURCE_DATE_EPOCH" in os.environ:
-        print(f"report: SOURCE_DATE_EPOCH={os.environ['SOURCE_DATE_EPOCH']} (already set)")
-    else:
-        epoch = source_date_epoch(db)
-        if epoch is not None:
-            os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
-            print(f"report: SOURCE_DATE_EPOCH={epoch} ({_day(datetime.fromtimestamp(epoch, timezone.utc))},"
-                  " the newest run's finish time), so every machine builds the same site")
-    return main_build(argparse.Namespace(config_file=str(config_file), no_strict=False,
-                                         site_dir=str(site_dir) if site_dir else None))
+    """`runner build` (strict): the database is already loaded; build_site sets
+    SOURCE_DATE_EPOCH from the data unless it is set."""
+    from runner.publish.commands import build_site
+    return build_site(config_file, site_dir, strict=True)
 
 
 def _day(ts: datetime) -> str:

@@ -25,11 +25,10 @@ def site_paths(config_file: Path) -> tuple[Path, Path]:
         cfg = load_config(str(config_file))
     except ConfigurationError as e:
         raise ReportError(f"{config_file}: {e}") from None
-    plugin = cfg.plugins.get("bothrows")
-    if plugin is None:
+    if cfg.plugins.get("bothrows") is None:
         raise ReportError(f"{config_file}: plugins: the `bothrows` plugin is not configured")
-    db = Path(plugin.config.database)
-    return Path(cfg.docs_dir), db if db.is_absolute() else config_file.resolve().parent / db
+    from runner.publish.plugin import database_of
+    return Path(cfg.docs_dir), database_of(cfg)
 
 
 def _shown(path: Path) -> str:

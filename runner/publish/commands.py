@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+from datetime import timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 from mkdocs.commands.build import build
 from mkdocs.config import load_config
@@ -17,7 +20,10 @@ from mkdocs.exceptions import Abort, ConfigurationError, PluginError
 from mkdocs.utils.meta import get_data
 
 from runner.publish.plugin import line_offset
+from runner.publish import queries
 from runner.publish.across import plain
+from runner.publish.plugin import database_of
+from runner.store.store import StoreError
 from runner.publish.post import experiments_of, is_data_post, render_post
 
 
@@ -44,15 +50,26 @@ def _config(args, **overrides):
 
 
 def main_build(args) -> int:
+    return build_site(Path(args.config_file), args.site_dir, strict=not args.no_strict)
+
+
+def build_site(config_file: Path, site_dir: str | Path | None = None, strict: bool = True) -> int:
+    """Load the measurement folders into the database, then mkdocs build. Unless
+    SOURCE_DATE_EPOCH is already set, it is set to the newest finish time of any complete
+    run, so the dates mkdocs writes (sitemap lastmod, its gzip header) come from the data,
+    never from the clock of the machine that builds: the same data, the same bytes."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)-7s %(message)s")
     try:
-        overrides = {"strict": not args.no_strict}
-        if args.site_dir:
-            overrides["site_dir"] = args.site_dir
-        cfg = _config(args, **overrides)
+        overrides = {"strict": strict}
+        if site_dir:
+            overrides["site_dir"] = str(site_dir)
+        cfg = _config(SimpleNamespace(config_file=str(config_file)), **overrides)
+        db = database_of(cfg)
+        _sync(db, "runner build")
+        _source_date_epoch(db)
         build(cfg)
-    except (ConfigurationError, PluginError) as e:
-        print(f"runner build: {args.config_file}: {e}", file=sys.stderr)
+    except (ConfigurationError, PluginError, StoreError) as e:
+        print(f"runner build: {config_file}: {e}", file=sys.stderr)
         return 2
     except Abort as e:
         print(f"runner build: {e}", file=sys.stderr)
@@ -61,12 +78,30 @@ def main_build(args) -> int:
     return 0
 
 
+def _sync(db: Path, who: str) -> None:
+    from runner.store.measurements import sync_database
+    loaded = sync_database(db)
+    if loaded is not None and loaded.rebuilt:
+        print(f"{who}: {loaded.describe()}")
+
+
+def _source_date_epoch(db: Path) -> None:
+    if "SOURCE_DATE_EPOCH" in os.environ:
+        print(f"runner build: SOURCE_DATE_EPOCH={os.environ['SOURCE_DATE_EPOCH']} (already set)")
+        return
+    if not db.is_file():
+        return
+    with queries.Reader(db) as reader:
+        newest = reader.run_summary()[1]
+    if newest is not None:
+        epoch = int(newest.replace(tzinfo=timezone.utc).timestamp())
+        os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
+        print(f"runner build: SOURCE_DATE_EPOCH={epoch} ({newest:%Y-%m-%d %H:%M} UTC, the newest "
+              "run's finish time), so every machine builds the same site")
+
+
 def _database(cfg, args) -> Path:
-    if args.database:
-        return Path(args.database)
-    plugin = cfg.plugins.get("bothrows")
-    db = Path(plugin.config.database if plugin else "reports/data/runs.duckdb")
-    return db if db.is_absolute() else Path(cfg.config_file_path).resolve().parent / db
+    return Path(args.database) if args.database else database_of(cfg)
 
 
 def main_audit(args) -> int:
@@ -76,6 +111,11 @@ def main_audit(args) -> int:
         print(f"runner audit: {args.config_file}: {e}", file=sys.stderr)
         return 2
     docs, db, failed, posts = Path(cfg.docs_dir), _database(cfg, args), 0, 0
+    try:
+        _sync(db, "runner audit")
+    except StoreError as e:
+        print(f"runner audit: {e}", file=sys.stderr)
+        return 2
     for path in sorted(docs.rglob("*.md")):
         source = path.read_text(encoding="utf-8-sig")
         try:

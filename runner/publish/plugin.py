@@ -31,8 +31,11 @@ _TOKEN = re.compile(r"(?P<tok>BOTHROWS[0-9A-F]{8}N\d{4}Z)")
 _BLOCK_TOKEN = re.compile(r"<p>(?P<tok>BOTHROWS[0-9A-F]{8}N\d{4}Z)</p>")
 
 
+DEFAULT_DATABASE = "reports/data/runs.duckdb"
+
+
 class BothrowsConfig(Config):
-    database = c.Type(str, default="reports/data/runs.duckdb")
+    database = c.Type(str, default=DEFAULT_DATABASE)
 
 
 def line_offset(source: str, body: str) -> int:
@@ -41,11 +44,17 @@ def line_offset(source: str, body: str) -> int:
     return source[: len(source) - len(body)].count("\n") if source.endswith(body) else 0
 
 
+def database_of(config) -> Path:
+    """The DuckDB file a loaded mkdocs config's `bothrows` plugin reads (relative paths
+    from the config file's folder): the one place the database path is resolved."""
+    plugin = config.plugins.get("bothrows")
+    db = Path(plugin.config.database if plugin else DEFAULT_DATABASE)
+    return db if db.is_absolute() else Path(config.config_file_path or ".").resolve().parent / db
+
+
 class BothrowsPlugin(BasePlugin[BothrowsConfig]):
     def on_config(self, config):
-        base = Path(config.config_file_path or ".").resolve().parent
-        db = Path(self.config.database)
-        self.db_path = db if db.is_absolute() else base / db
+        self.db_path = database_of(config)
         self.rendered: dict[str, RenderedPost] = {}
         self.pages: dict[str, str] = {}       # token -> src_uri of the page that owns it
         # our theme override goes after the author's custom_dir, before the theme itself

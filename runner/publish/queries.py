@@ -178,6 +178,19 @@ ORDER BY 1, 2, 3"""
 # by more than one run's own threads could explain, or another tenant took CPU time.
 BUSY = {"busy_load_margin": 1.0, "busy_steal": 0.05, "busy_other": 0.25}
 
+# What `make report` needs to decide whether to measure: cells of one declaration's
+# complete full runs by chip, and the experiment's run count and newest finish.
+DECLARATION_CELLS_SQL = """
+SELECT ch.name, r.chip_id, r.arm, r.concurrency, r.round FROM runs r JOIN chips ch USING (chip_id)
+WHERE r.experiment = $experiment AND r.declaration_sha256 = $declaration
+  AND r.status = 'complete' AND NOT r.quick
+ORDER BY 1, 2, 3, 4, 5"""
+
+RUN_SUMMARY_SQL = """
+SELECT count(*), max(finished_at) FROM runs
+WHERE ($experiment::VARCHAR IS NULL OR experiment = $experiment) AND status = 'complete'
+  AND ($experiment::VARCHAR IS NULL OR NOT quick)"""
+
 REMEASURED_SQL = """
 SELECT r.run_id, r.chip_id, r.arm, r.concurrency, r.round,
        strftime(r.started_at, '%Y-%m-%d') AS day, r.code_version
@@ -315,6 +328,19 @@ class Reader:
                                                        "as_of": None}):
             out.setdefault(what, []).append(value)
         return out
+
+    def declaration_cells(self, experiment: str, declaration: str) -> dict[tuple[str, str], set]:
+        """(chip name, chip id) -> {(arm, concurrency, round)} of complete full runs."""
+        out: dict[tuple[str, str], set] = {}
+        for name, chip_id, arm, conc, rnd in self._rows(
+                DECLARATION_CELLS_SQL, {"experiment": experiment, "declaration": declaration}):
+            out.setdefault((name, chip_id), set()).add((arm, int(conc), int(rnd)))
+        return out
+
+    def run_summary(self, experiment: str | None = None) -> tuple[int, datetime | None]:
+        """Complete runs (of one experiment, full ones only; or of all) and the newest finish."""
+        n, newest = self._rows(RUN_SUMMARY_SQL, {"experiment": experiment})[0]
+        return int(n), newest
 
     def _has_load(self) -> bool:
         cols = {r[0] for r in self.con.execute(
