@@ -4,6 +4,7 @@ from datetime import datetime
 import numpy as np
 
 from conftest_publish import *  # noqa: F401,F403  (fixtures)
+from conftest_publish import write_project
 from fixture_db import FixtureChip, build_fixture
 from runner.publish.intervals import Intervals
 from runner.publish.post import render_post
@@ -71,3 +72,22 @@ def test_every_table_cell_and_chart_point_carries_an_interval(tmp_path):
     assert rows == 4 and html.count('class="bothrows-interval"') == 4 * 3
     assert html.count('class="bothrows-ratio"') == 2 * 3          # arm b against the base a
     assert '"arrayminus":[' in html and '"arrayminus":[0.0' not in html
+
+
+def test_the_aa_check_counts_cells_whose_interval_includes_no_change(tmp_path, capsys):
+    from runner.publish.aa import report
+    from runner.publish.commands import main_audit
+    db = tmp_path / "aa.duckdb"
+    for k, day in enumerate((datetime(2026, 11, 19), datetime(2026, 11, 20), datetime(2026, 11, 21))):
+        build_fixture(db, experiment="x-aa", chips=(FixtureChip("Fixture M1", 100.0),), arms=("a", "a-aa"),
+                      concurrencies=(1, 2), rounds=3, requests_per_client=6, factors={"a": 1.0, "a-aa": 1.0},
+                      run_noise=0.02, request_noise=0.2, seed=k, day=day)
+    with Reader(db) as r:
+        lines, share = report(r, "x-aa")
+    assert lines[0].startswith("x-aa: a-aa against a, 3 repetition(s)")
+    assert 0.8 <= share <= 1.0, lines
+    config = write_project(tmp_path, db, {})
+    from types import SimpleNamespace
+    assert main_audit(SimpleNamespace(config_file=str(config), database=None, chip=None, aa="x-aa")) == 0
+    assert "include no change; about 95%" in capsys.readouterr().out
+    assert main_audit(SimpleNamespace(config_file=str(config), database=None, chip=None, aa="spec")) == 2

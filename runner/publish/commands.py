@@ -37,6 +37,9 @@ def add_build_arguments(p: argparse.ArgumentParser) -> None:
 def add_audit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config-file", "-f", default="mkdocs.yml", help="mkdocs config (default mkdocs.yml)")
     p.add_argument("--database", default=None, help="DuckDB file (default: the plugin's `database`)")
+    p.add_argument("--aa", metavar="EXPERIMENT", default=None,
+                   help="instead: the A/A check of EXPERIMENT (made by runner run NAME --aa ARM): "
+                        "the share of cells whose interval includes no change")
     p.add_argument("--chip", default=None,
                    help="judge every claim on this chip's newest data instead of each post's home "
                         "(the exit code then reflects that chip)")
@@ -113,7 +116,13 @@ def main_audit(args) -> int:
     docs, db, failed, posts = Path(cfg.docs_dir), _database(cfg, args), 0, 0
     try:
         _sync(db, "runner audit")
-    except StoreError as e:
+        if getattr(args, "aa", None):
+            from runner.publish.aa import report
+            with queries.Reader(db) as reader:
+                lines, _ = report(reader, args.aa)
+            print("\n".join(lines))
+            return 0
+    except (StoreError, queries.QueryError) as e:
         print(f"runner audit: {e}", file=sys.stderr)
         return 2
     for path in sorted(docs.rglob("*.md")):

@@ -67,7 +67,9 @@ class Intervals:
     """Bootstrap draws for one experiment's view of the data.
 
     runs: {(chip, arm, concurrency, round): {metric: value or None}}
-    requests: {(chip, arm, concurrency, round): (request_ids, {column: values})}, ids sorted."""
+    requests: {(chip, arm, concurrency, round): {column: (request ids, values)}}: one value
+    per request, or several per request (inter-token gaps: the ids repeat), and a
+    resampled request carries all of its values."""
 
     def __init__(self, key: str, runs: dict, requests: dict):
         self.key, self.runs, self.requests = key, runs, requests
@@ -84,8 +86,9 @@ class Intervals:
             w = rng.multinomial(len(rounds), [1 / len(rounds)] * len(rounds), size=DRAWS) if rounds else None
             per_round = {}
             for r in rounds:
-                ids = np.unique(np.concatenate([np.asarray(rid, dtype=np.int64) for (c, _, k2, r2), (rid, _)
-                                                in self.requests.items() if (c, k2, r2) == (chip, conc, r)]
+                ids = np.unique(np.concatenate([np.asarray(rid, dtype=np.int64)
+                                                for (c, _, k2, r2), cols in self.requests.items()
+                                                if (c, k2, r2) == (chip, conc, r) for rid, _ in cols.values()]
                                                or [np.array([], dtype=np.int64)]))
                 counts = rng.multinomial(len(ids), [1 / len(ids)] * len(ids), size=DRAWS) if len(ids) else None
                 per_round[r] = (ids, counts)
@@ -122,8 +125,8 @@ class Intervals:
     def _request_stat(self, metric: str, run_key: tuple, draws: tuple) -> np.ndarray:
         column, how = REQUEST_METRICS[metric]
         ids_all, counts = draws
-        ids, values = self.requests.get(run_key, (np.array([], dtype=np.int64), {}))
-        x = np.asarray(values.get(column, []), dtype=float)
+        ids, x = self.requests.get(run_key, {}).get(column, (np.array([], dtype=np.int64), np.array([])))
+        x = np.asarray(x, dtype=float)
         keep = ~np.isnan(x)
         if counts is None or not keep.any():
             return np.full(DRAWS, np.nan)

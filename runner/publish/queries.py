@@ -191,6 +191,14 @@ SELECT count(*), max(finished_at) FROM runs
 WHERE ($experiment::VARCHAR IS NULL OR experiment = $experiment) AND status = 'complete'
   AND ($experiment::VARCHAR IS NULL OR NOT quick)"""
 
+# Each complete pass over an experiment's cells starts with round 0 of the lowest
+# concurrency of its first arm: those start times separate repetitions (the A/A check).
+REPETITIONS_SQL = """
+SELECT started_at FROM runs
+WHERE experiment = $experiment AND status = 'complete' AND NOT quick AND round = 0 AND arm = $arm
+  AND concurrency = (SELECT min(concurrency) FROM runs WHERE experiment = $experiment)
+ORDER BY started_at"""
+
 REMEASURED_SQL = """
 SELECT r.run_id, r.chip_id, r.arm, r.concurrency, r.round,
        strftime(r.started_at, '%Y-%m-%d') AS day, r.code_version
@@ -277,7 +285,7 @@ class Reader:
                 for c, a, k, r, *vals in self._rows(RUN_VALUES_SQL, p)}
 
     def request_values(self, experiment: str, quick: bool, as_of: datetime | None = None) -> dict:
-        """(chip, arm, concurrency, round) -> (request ids, {column: values}) as numpy
+        """(chip, arm, concurrency, round) -> {column: (request ids, values)} as numpy
         arrays, for the bootstrap (`intervals.py`); nulls are NaN."""
         p = {"experiment": experiment, "quick": quick, "as_of": as_of}
         used = {k: v for k, v in p.items() if f"${k}" in REQUEST_VALUES_SQL}
@@ -294,9 +302,9 @@ class Reader:
         out = {}
         for a, b in zip(starts.tolist(), ends.tolist()):
             k = (str(key_cols[0][a]), str(key_cols[1][a]), int(key_cols[2][a]), int(key_cols[3][a]))
-            out[k] = (cols["request_id"][a:b].astype(np.int64),
-                      {c: np.asarray(cols[c][a:b], dtype=float)
-                       for c in ("prefill_tps", "decode_tps", "ttft_ms", "tpot_ms")})
+            ids = cols["request_id"][a:b].astype(np.int64)
+            out[k] = {c: (ids, np.asarray(cols[c][a:b], dtype=float))
+                      for c in ("prefill_tps", "decode_tps", "ttft_ms", "tpot_ms")}
         return out
 
     def drafted_by_width(self, experiment: str, quick: bool,
@@ -341,6 +349,9 @@ class Reader:
         """Complete runs (of one experiment, full ones only; or of all) and the newest finish."""
         n, newest = self._rows(RUN_SUMMARY_SQL, {"experiment": experiment})[0]
         return int(n), newest
+
+    def repetition_starts(self, experiment: str, arm: str) -> list[datetime]:
+        return [r[0] for r in self._rows(REPETITIONS_SQL, {"experiment": experiment, "arm": arm})]
 
     def _has_load(self) -> bool:
         cols = {r[0] for r in self.con.execute(
