@@ -25,18 +25,23 @@ def _interval(lo: float | None, hi: float | None, decimals: int) -> str:
     return f"{_fmt(lo, decimals)}\u2013{_fmt(hi, decimals)}"
 
 
+def _metrics(data: PostData, metrics, block: str) -> list[str]:
+    """The known metrics of a block's argument; unknown ones (or none) are a failure."""
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
+    bad = [m for m in metrics if m not in METRICS]
+    if bad or not metrics:
+        data.fail(f"{block}: unknown metrics {bad}; known: {', '.join(METRICS)}" if bad
+                  else f"{block} needs at least one metric")
+    return [m for m in metrics if m in METRICS]
+
+
 def _arm_order(data: PostData, base: str) -> list[str]:
     return sorted(data.arm_order, key=lambda a: a != base)
 
 
 def regime_table(data: PostData, metrics: list, base: str | None = None) -> Markup:
     base = data.base if base is None else base
-    metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
-    bad = [m for m in metrics if m not in METRICS]
-    if bad or not metrics:
-        data.fail(f"regime_table: unknown metrics {bad}; known: {', '.join(METRICS)}" if bad
-                  else "regime_table needs at least one metric")
-        metrics = [m for m in metrics if m in METRICS]
+    metrics = _metrics(data, metrics, "regime_table")
     if base not in data.regimes.arms:
         data.fail(f"regime_table: base arm {base!r} is not an arm of {data.experiment!r} "
                   f"(arms: {', '.join(data.arm_order)})")
@@ -75,12 +80,7 @@ def headline_table(datas: list[PostData], arm: str, base: str | None, metrics: l
     """arm vs base at one sequence and at the ceiling: one row pair per model (experiment)
     and chip, each metric as base -> arm and the change with its 95% interval."""
     first = datas[0]
-    metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
-    bad = [m for m in metrics if m not in METRICS]
-    if bad or not metrics:
-        first.fail(f"headline_table: unknown metrics {bad}; known: {', '.join(METRICS)}" if bad
-                   else "headline_table needs at least one metric")
-        metrics = [m for m in metrics if m in METRICS]
+    metrics = _metrics(first, metrics, "headline_table")
     rows = []
     for data in datas:
         b = data.base if base is None else base
