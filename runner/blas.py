@@ -1,9 +1,10 @@
 """Which BLAS the MLX CPU backend uses, and re-running a command with OpenBLAS preloaded.
 
-MLX's Linux CPU wheel links the reference BLAS: on this 2-core machine a training step
-of the tiny model took ~50 s with it and ~5 s with Debian's OpenBLAS preloaded (logits
-agree to 2.5e-6), and the engine decodes ~1.5x faster. `runner train-tiny`, `runner run`
-and `runner bench` re-run themselves under it when it is installed (each has
+MLX's Linux CPU wheel links the reference BLAS, several times slower than Debian's
+OpenBLAS for training's large products and slower for decode too, with the same
+logits to float32 rounding (`runner bench --no-openblas` against `runner bench` gives
+the decode and prefill figures on a machine). `runner train-tiny`, `runner run` and
+`runner bench` re-run themselves under it when it is installed (each has
 --no-openblas); the chip fingerprint records which BLAS a run used. LD_PRELOAD only
 takes effect when a process starts, hence re-exec.
 
@@ -18,8 +19,8 @@ Two more settings come with the re-run, both recorded with results:
   it out.
 - OPENBLAS_NUM_THREADS=1 unless set: the engine builds the next pass on the main
   thread while MLX's worker runs the current one, and on a 2-core machine a second
-  OpenBLAS thread takes the core the main thread needs (measured with the pipelined
-  engine: b=1 decode 1.9x mlx-lm with one thread, 1.6x with the default two).
+  OpenBLAS thread takes the core the main thread needs (`OPENBLAS_NUM_THREADS=2
+  runner bench` against `runner bench` shows what it costs on a machine).
 This file installs nothing: the Makefile's `openblas` step (`apt-get install
 libopenblas0-pthread`) does.
 """

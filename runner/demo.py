@@ -3,9 +3,8 @@ per-pass accounting; a smoke test a person can read."""
 from __future__ import annotations
 
 import argparse
-import json
 
-from .engine import Engine, PassEvent
+from .engine import Engine, collect
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -17,20 +16,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from .engine.checkpoint import CheckpointError, resolve_checkpoint
+    from .train.data import read_prompts
     try:
-        events: list = []
-        engine = Engine.from_pretrained(args.model, sink=events.append, max_batch_size=4, mtp=args.mtp)
+        engine = Engine.from_pretrained(args.model, max_batch_size=4, mtp=args.mtp)
     except (CheckpointError, ValueError) as e:
         print(f"runner demo: {e}")
         return 2
-    lines = (resolve_checkpoint(args.model) / "heldout.jsonl").read_text().splitlines()[: args.prompts]
-    texts = [json.loads(l)["text"][:300] for l in lines]
+    texts = [p.text[:300] for p in read_prompts(resolve_checkpoint(args.model) / "heldout.jsonl")[: args.prompts]]
     prompts = [engine.tokenizer.encode(t).ids[:48] for t in texts]
-    outs = engine.generate(prompts, max_new_tokens=args.tokens)
+    outs, passes, _ = collect(engine, prompts, args.tokens)
     for p, o in zip(prompts, outs):
         print("-" * 72)
         print(engine.tokenizer.decode(p) + "\033[1m" + engine.tokenizer.decode(o) + "\033[0m")
-    passes = [e for e in events if isinstance(e, PassEvent)]
     drafted = sum(p.drafted for p in passes)
     print("-" * 72)
     print(f"{len(passes)} passes, {sum(p.emitted for p in passes)} tokens emitted, "

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from runner.engine.config import EngineConfig
-from runner.engine.draft_policy import (EXPLORE_SHARE, HISTORY, MIN_SIDE, REFRESH_EVERY, REFRESH_LEN,
-                                         DraftPolicy)
+from runner.engine.draft_policy import (EXPLORE_SHARE, HISTORY, MIN_SIDE, REFRESH_EVERY, REFRESH_LEN, Branch,
+                                         DraftPolicy, WidthModel)
 
 
 def policy(name: str) -> DraftPolicy:
@@ -34,7 +34,7 @@ def test_adaptive_measures_both_shapes_before_trusting_either():
     for _ in range(MIN_SIDE):
         assert p.decide(3) is False     # drafting measured, plain not yet
         p.observe(3, False, 900, 0, 0)
-    assert abs(p.ratio[3] - 1000 / 900) < 1e-9 and isinstance(p.decide(3), bool)
+    assert abs(p.widths[3].ratio - 1000 / 900) < 1e-9 and isinstance(p.decide(3), bool)
 
 
 def test_one_bad_re_measurement_does_not_decide_alone():
@@ -44,7 +44,7 @@ def test_one_bad_re_measurement_does_not_decide_alone():
         p.observe(1, True, int(1.2e6), 1, 1)                         # a stretch of drafting
     for _ in range(4):
         p.observe(1, False, int(0.3e6), 0, 0)                        # a window of freak-fast plain passes
-    assert abs(p.ratio[1] - 1.2) < 1e-9 and p.decide(1)
+    assert abs(p.widths[1].ratio - 1.2) < 1e-9 and p.decide(1)
 
 
 def test_re_measurements_cost_at_most_a_share_of_the_time():
@@ -80,7 +80,7 @@ def test_adaptive_stops_when_they_do_not():
         i for k in range(3) for i in range(REFRESH_EVERY + k * (REFRESH_EVERY + REFRESH_LEN),
                                            REFRESH_EVERY + k * (REFRESH_EVERY + REFRESH_LEN) + REFRESH_LEN)]
     feed(p, 4, cost_draft=1.0e6, cost_plain=1.0e6, acceptance=0.0)   # free drafts that never hit
-    assert sum(p.decide(4) for _ in range(REFRESH_EVERY)) <= REFRESH_LEN and not p.drafting[4]  # a window at most
+    assert sum(p.decide(4) for _ in range(REFRESH_EVERY)) <= REFRESH_LEN and not p.widths[4].drafting  # a window at most
 
 
 def test_adaptive_is_per_width():
@@ -96,7 +96,7 @@ def test_a_width_not_measured_yet_follows_the_nearest_wider_one_measured():
     assert p.decide(4)                                # (nothing wider measured: explore 4 by drafting)
     feed(p, 4, 2.0e6, 1.0e6, 0.8)                     # ... not at 4
     assert not p.decide(2) and not p.decide(3)        # tail widths: no exploring draft, 4's verdict
-    assert 2 not in p.ratio and 3 not in p.ratio
+    assert p.widths[2].ratio is None and p.widths[3].ratio is None
     feed(p, 3, 1.1e6, 1.0e6, 0.8)                     # once measured, its own ratio decides
     assert p.decide(3)
 
@@ -122,9 +122,9 @@ def test_one_slow_pass_does_not_flip_the_decision():
 def test_near_break_even_keeps_the_current_branch():
     p = policy("adaptive")
     feed(p, 2, cost_draft=1.8e6, cost_plain=1.0e6, acceptance=0.8)   # exactly break-even
-    p.drafting[2] = True
+    p.widths[2].drafting = True
     assert p.decide(2)                   # stays drafting within the margin
-    p.drafting[2] = False
+    p.widths[2].drafting = False
     assert not p.decide(2)               # and stays plain within it
 
 
@@ -132,14 +132,14 @@ def test_cost_ratio_comes_from_passes_side_by_side():
     p = policy("adaptive")
     feed(p, 1, cost_draft=1.2e6, cost_plain=1.0e6, acceptance=0.8)
     p.observe(1, False, int(9e6), 0, 0)                               # one outlier: no effect
-    assert p.ratio[1] == 1.2
+    assert p.widths[1].ratio == 1.2
     for speed in (1.0e6, 3.0e6):     # a stretch of plain passes; then the machine slows down 3x
         for _ in range(HISTORY):
             p.observe(1, False, int(speed), 0, 0)
-    assert p.ratio[1] == 1.2        # no drafting pass beside the slow ones: the old ratio stands
+    assert p.widths[1].ratio == 1.2        # no drafting pass beside the slow ones: the old ratio stands
     for _ in range(3):                                                # re-measured beside them
         p.observe(1, True, int(3.6e6), 10, 8)
-    assert abs(p.ratio[1] - 1.2) < 1e-9 and p.decide(1)
+    assert abs(p.widths[1].ratio - 1.2) < 1e-9 and p.decide(1)
 
 
 def test_unpriced_re_measurements_come_every_refresh_and_can_flip_the_branch():
@@ -151,9 +151,72 @@ def test_unpriced_re_measurements_come_every_refresh_and_can_flip_the_branch():
         if p.decide(4) and (not starts or n > starts[-1] + REFRESH_LEN):
             starts.append(n)
     assert [b - a - REFRESH_LEN for a, b in zip(starts, starts[1:])] == [REFRESH_EVERY] * 3
-    while not p.refreshing:                                          # the next re-measurement ...
+    while p.widths[4].refreshing is None:                                          # the next re-measurement ...
         p.decide(4)
     feed(p, 4, cost_draft=1.0e6, cost_plain=1.0e6, acceptance=0.8)   # ... finds that drafting pays now
     for _ in range(REFRESH_LEN):
         p.decide(4)
     assert all(p.decide(4) for _ in range(REFRESH_EVERY - 1))
+
+
+# The per-width cost model and the steadiness rules, as units.
+
+def test_a_width_model_compares_each_minority_pass_with_the_other_branch_around_it():
+    m = WidthModel()
+    for _ in range(MIN_SIDE):
+        m.observe(False, 1000)
+    assert m.ratio is None and not m.comparisons           # one branch only: nothing to compare
+    for _ in range(MIN_SIDE):
+        m.observe(True, 1200)                              # each drafting pass beside the plain ones
+    assert list(m.comparisons) == [1.2] * MIN_SIDE and m.ratio == 1.2
+    assert m.seen == {True: MIN_SIDE, False: MIN_SIDE}
+
+
+def test_a_width_model_re_measures_the_branch_not_taken_every_refresh():
+    m = WidthModel()
+    taken = [m.choose(0.5) for _ in range(REFRESH_EVERY + REFRESH_LEN + 1)]   # plain pays by far
+    assert [i + 1 for i, d in enumerate(taken) if d] == list(range(REFRESH_EVERY, REFRESH_EVERY + REFRESH_LEN))
+    assert m.drafting is False and m.refreshing is None
+    assert m.refresh_at == REFRESH_EVERY + REFRESH_LEN + REFRESH_EVERY
+
+
+def test_a_width_model_keeps_its_branch_within_the_margin():
+    m = WidthModel()
+    assert m.choose(1.02) and m.drafting                   # no branch yet: the one that pays
+    assert m.choose(0.97)                                  # within the margin: stays drafting
+    assert not m.choose(0.95)                              # beyond it: plain
+    assert not m.choose(1.03) and m.choose(1.05)           # and back only beyond it again
+
+
+def test_record_learns_from_pure_steady_decode_passes_only():
+    p = DraftPolicy("adaptive", None, lazy_mtp=True)
+    plain, drafting = Branch("decode", 2, False), Branch("decode", 2, True)
+    p.record(plain, 1000, 0, 0, mtp_ran=False, ahead=False, queued=None)       # no pass before it
+    assert p.widths[2].seen == {True: 0, False: 0} and p.widths[2].spent_passes == 1
+    p.record(plain, 1000, 0, 0, mtp_ran=False, ahead=False, queued=None)       # steady and pure
+    assert p.widths[2].seen[False] == 1
+    p.record(plain, 1000, 0, 0, mtp_ran=True, ahead=False, queued=None)        # a lazy MTP ran: not pure
+    p.record(plain, 1000, 0, 0, mtp_ran=False, ahead=True, queued=None)        # the pipeline stops after it
+    p.record(plain, 1000, 0, 0, mtp_ran=False, ahead=True, queued=drafting)    # the next pass switches
+    assert p.widths[2].seen[False] == 1
+    p.record(plain, 1000, 0, 0, mtp_ran=False, ahead=True, queued=plain)       # steady, pipelined
+    assert p.widths[2].seen[False] == 2 and p.widths[2].spent_passes == 6
+    p.record(Branch("mixed", 2, False), 5000, 0, 0, mtp_ran=False, ahead=False, queued=None)
+    assert p.widths[2].spent_passes == 6                                       # decode passes only
+    p.record(drafting, 1000, 2, 1, mtp_ran=True, ahead=False, queued=None)     # after a mixed pass: not steady
+    assert p.widths[2].seen[True] == 0 and p.drafts_seen == 0
+
+
+def test_under_eager_sync_the_mtp_cost_is_sunk():
+    p = DraftPolicy("adaptive", None, lazy_mtp=False)
+    plain = Branch("decode", 1, False)
+    for _ in range(3):
+        p.record(plain, 1000, 0, 0, mtp_ran=True, ahead=False, queued=None)
+    assert p.widths[1].seen[False] == 2
+
+
+def test_fixed_policies_learn_nothing():
+    p = policy("solo")
+    for _ in range(3):
+        p.record(Branch("decode", 1, True), 1000, 1, 1, mtp_ran=True, ahead=False, queued=None)
+    assert not p.widths and p.drafts_seen == 0

@@ -3,16 +3,9 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from runner.engine import Engine, PassEvent, RequestEvent
+from runner.engine import Engine, PassEvent, collect
 
 prompts_st = st.lists(st.lists(st.integers(1, 300), min_size=1, max_size=40), min_size=1, max_size=6)
-
-
-def run(engine, prompts, max_new):
-    events = []
-    engine.sink = events.append
-    outs = engine.generate(prompts, max_new_tokens=max_new)
-    return outs, [e for e in events if isinstance(e, PassEvent)], [e for e in events if isinstance(e, RequestEvent)]
 
 
 @settings(max_examples=60)
@@ -27,7 +20,7 @@ def test_output_independent_of_batch_and_chunk(engine_cache, prompts, batch, chu
 @given(prompts=prompts_st, batch=st.integers(1, 4), chunk=st.sampled_from([2, 5, 16]), max_new=st.integers(1, 9))
 def test_accounting_adds_up(engine_cache, prompts, batch, chunk, max_new):
     eng = engine_cache(max_batch_size=batch, prefill_chunk=chunk)
-    outs, passes, reqs = run(eng, prompts, max_new)
+    outs, passes, reqs = collect(eng, prompts, max_new)
     assert all(1 <= p.width <= batch for p in passes)
     for out in outs:  # exactly max_new_tokens, or fewer ending at EOS
         assert len(out) == max_new or (len(out) < max_new and out[-1] in eng.eos)
@@ -103,3 +96,14 @@ def test_pool_growth_keeps_every_row_state(engine_cache, tiny_checkpoint):
     before = eng.pool.n_blocks
     assert eng.generate(prompts, max_new_tokens=6) == expected
     assert eng.pool.n_blocks > before
+
+
+def test_collect_gives_outputs_and_events_and_puts_the_sink_back(engine_cache):
+    eng = engine_cache(max_batch_size=2)
+    mine = []
+    eng.sink = mine.append
+    outs, passes, reqs = collect(eng, [[5, 6, 7], [8]], 3)
+    assert eng.sink == mine.append and not mine
+    assert outs == eng.generate([[5, 6, 7], [8]], max_new_tokens=3)
+    assert [r.tokens for r in sorted(reqs, key=lambda r: r.request_id)] == [tuple(o) for o in outs]
+    assert sum(p.emitted for p in passes) == 6 and all(isinstance(p, PassEvent) for p in passes)

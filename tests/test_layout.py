@@ -2,7 +2,7 @@
 import mlx.core as mx
 from hypothesis import given, settings, strategies as st
 
-from runner.engine.scheduler import COMPILE_MAX_TOKENS, _general_layout, _uniform_short_layout, build_layout
+from runner.engine.layout import COMPILE_MAX_TOKENS, _general_layout, _uniform_short_layout, build_layout
 
 
 def _arrays(layout):

@@ -6,7 +6,7 @@ from collections import Counter
 
 from hypothesis import given, settings, strategies as st
 
-from runner.engine import Engine, PassEvent
+from runner.engine import Engine, collect
 
 prompts_st = st.lists(st.lists(st.integers(1, 300), min_size=1, max_size=24), min_size=1, max_size=6)
 policies = st.sampled_from(["always", "solo", "adaptive", "never"])
@@ -14,14 +14,13 @@ policies = st.sampled_from(["always", "solo", "adaptive", "never"])
 
 def run(eng, prompts, max_new, eos):
     """Generate with `eos` as the stop set; returns outputs, pass events, queued passes."""
-    events, saved = [], eng.eos
-    eng.sink, eng.eos = events.append, frozenset(eos)
-    before = eng.passes_queued
+    saved, before = eng.eos, eng.passes_queued
+    eng.eos = frozenset(eos)
     try:
-        outs = eng.generate(prompts, max_new_tokens=max_new)
+        outs, passes, _ = collect(eng, prompts, max_new)
     finally:
         eng.eos = saved
-    return outs, [e for e in events if isinstance(e, PassEvent)], eng.passes_queued - before
+    return outs, passes, eng.passes_queued - before
 
 
 @settings(max_examples=40, deadline=None)

@@ -6,20 +6,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from runner.engine import Engine, PassEvent
+from runner.engine import Engine, PassEvent, collect
 from runner.engine.sampler import accept_draft
 from runner.engine.sequence import Sequence
 from runner.engine.speculative import commit
 
 prompts_st = st.lists(st.lists(st.integers(1, 300), min_size=1, max_size=30), min_size=1, max_size=5)
 policies = st.sampled_from(["never", "always", "solo", "max_width:2", "adaptive"])
-
-
-def passes_of(engine, prompts, max_new):
-    events = []
-    engine.sink = events.append
-    outs = engine.generate(prompts, max_new_tokens=max_new)
-    return outs, [e for e in events if isinstance(e, PassEvent)]
 
 
 @settings(max_examples=60)
@@ -30,7 +23,7 @@ def test_greedy_speculation_is_lossless(engine_cache, prompts, batch, chunk, pol
     plain = engine_cache(max_batch_size=1).generate(prompts, max_new_tokens=max_new)
     spec = engine_cache(max_batch_size=batch, prefill_chunk=chunk, mtp=True, draft_policy=policy,
                         mtp_sync=sync, prefix_cache_bytes=cache, kv_block_size=block)
-    outs, passes = passes_of(spec, prompts, max_new)
+    outs, passes, _ = collect(spec, prompts, max_new)
     assert outs == plain
     assert all(len(o) <= max_new for o in outs)
     for p in passes:
@@ -45,7 +38,7 @@ def test_shipped_model_accepts_drafts_and_stays_lossless():
     prompts = [[int(t) for t in np.random.default_rng(i).integers(10, 2000, 24)] for i in range(3)]
     plain = Engine.from_pretrained("tiny", max_batch_size=3).generate(prompts, max_new_tokens=24)
     spec = Engine.from_pretrained("tiny", max_batch_size=3, mtp=True, draft_policy="always")
-    outs, passes = passes_of(spec, prompts, 24)
+    outs, passes, _ = collect(spec, prompts, 24)
     assert outs == plain
     assert sum(p.accepted for p in passes) > 0
     assert sum(p.emitted for p in passes) == sum(map(len, outs))

@@ -85,6 +85,23 @@ def test_heldout_prompts_are_line_aligned_chunks():
         assert 300 <= len(p.text) <= 500
 
 
+def test_prompts_round_trip_and_a_bad_line_names_file_and_line(tmp_path):
+    path = tmp_path / "heldout.jsonl"
+    prompts = [data.Prompt("m.py:1", "x = 1\n"), data.Prompt("m.py:9", "y = 2\n")]
+    data.write_prompts(prompts, path)
+    assert data.read_prompts(path) == prompts
+    path.write_text('{"text": "no id"}\n\n{"id": "a", "text": "b"}\n')
+    assert data.read_prompts(path) == [data.Prompt("heldout.jsonl:1", "no id"), data.Prompt("a", "b")]
+    path.write_text('{"id": "a", "text": "b"}\n{"id": "c"}\n')
+    with pytest.raises(data.PromptsError, match=r"heldout\.jsonl:2: expected an object with a string 'text'"):
+        data.read_prompts(path)
+    path.write_text('not json\n')
+    with pytest.raises(data.PromptsError, match=r"heldout\.jsonl:1: not a JSON object"):
+        data.read_prompts(path)
+    with pytest.raises(data.PromptsError, match="absent.jsonl: cannot read prompts"):
+        data.read_prompts(tmp_path / "absent.jsonl")
+
+
 def test_batches_are_seeded_windows():
     stream = np.arange(1000, dtype=np.int32)
     a, b = data.BatchSampler(stream, 4, 16, seed=3), data.BatchSampler(stream, 4, 16, seed=3)

@@ -2,10 +2,10 @@
 and at four concurrent sequences, with drafted passes, acceptance and state bytes."""
 from __future__ import annotations
 
-import json
 import statistics
 
-from ..engine import Engine, PassEvent, RequestEvent
+from ..engine import Engine, collect
+from ..train.data import read_prompts
 from .stats import machine_line, ratio_spread, spread
 
 ARMS = {
@@ -19,17 +19,13 @@ ARMS = {
 
 
 def heldout_prompts(engine: Engine, n: int, length: int) -> list[list[int]]:
-    texts = [json.loads(l)["text"] for l in (engine.checkpoint_dir / "heldout.jsonl").read_text().splitlines()]
+    texts = [p.text for p in read_prompts(engine.checkpoint_dir / "heldout.jsonl")]
     ids = [engine.tokenizer.encode(t).ids for t in texts]
     return [x[:length] for x in ids if len(x) >= length][:n]
 
 
 def measure(engine: Engine, prompts: list[list[int]], new_tokens: int) -> dict:
-    events: list = []
-    engine.sink = events.append
-    engine.generate(prompts, max_new_tokens=new_tokens)
-    reqs = [e for e in events if isinstance(e, RequestEvent)]
-    passes = [e for e in events if isinstance(e, PassEvent)]
+    _, passes, reqs = collect(engine, prompts, new_tokens)
     per_seq = [(r.output_tokens - 1) / ((r.done_ns - r.first_token_ns) / 1e9) for r in reqs]
     drafted = sum(p.drafted for p in passes)
     return dict(decode=statistics.mean(per_seq), drafted_passes=sum(p.drafted > 0 for p in passes),

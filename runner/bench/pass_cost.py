@@ -24,7 +24,7 @@ def _pass_fns(engine, rows: int):
     """(plain, drafting) closures that queue one pass of `rows` rows and return what to eval."""
     import mlx.core as mx
     import numpy as np
-    from ..engine.scheduler import build_layout
+    from ..engine.layout import build_layout
 
     fw, pool = engine.forward, engine.pool
     blocks = [[pool.allocate() for _ in range(-(-(CONTEXT + 2) // pool.block_size))] for _ in range(rows)]

@@ -206,7 +206,7 @@ class Attention(nn.Module):
                                     bias, norm, norm_rot, normed, mx.contiguous(self.o_proj.weight.T))
         mx.eval(*[x for x in vars(self.fused).values() if x is not None])
 
-    def _project(self, x: mx.array) -> tuple[mx.array, mx.array, mx.array]:
+    def project(self, x: mx.array) -> tuple[mx.array, mx.array, mx.array]:
         """Plain causal mode: x (B, T, H) -> roped q (B, nh, T, D), roped k and v (B, nkv, T, D)."""
         B, T, _ = x.shape
         nh, nkv, d = self.n_heads, self.n_kv_heads, self.head_dim
@@ -256,7 +256,7 @@ class Attention(nn.Module):
         key selection without ctx; with ctx, one per row group (None: all causal keys)."""
         if ctx is None:
             B, T, _ = x.shape
-            q, k, v = self._project(x)
+            q, k, v = self.project(x)
             out = mx.fast.scaled_dot_product_attention(
                 q, k, v, scale=self.scale, mask="causal" if select is None else select)
             return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, T, -1))

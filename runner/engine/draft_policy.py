@@ -1,9 +1,9 @@
 """Which passes draft. Fixed policies look only at the pass width; `adaptive` keeps an
-online cost model from the engine's own measured decode-pass durations, by width and
-by verify shape (with or without drafts), and a rolling acceptance rate, and drafts
-when the expected accepted tokens pay for the wider verify.
+online cost model from the engine's own measured decode-pass durations, one `WidthModel`
+per width, and a rolling acceptance rate, and drafts when the expected accepted tokens
+pay for the wider verify.
 
-What drafting costs is a ratio, measured on steady passes (the engine feeds only passes
+What drafting costs is a ratio, measured on steady passes (`record` feeds only passes
 between two of the same shape, so switching costs, such as a lazy MTP catching up or
 the pipeline restarting, never count). Each pass of the branch in the minority among a
 width's recent passes (a re-measurement's) is compared with the median of the other
@@ -13,17 +13,19 @@ machine, whose speed drifts more than drafting changes it; passes side by side d
 no one window of passes, slow or fast, decides alone.
 
 Re-measuring the branch not taken costs something: under lazy sync a switch to drafting
-first catches the MTP up over every position it skipped (measured here: about 20 ms for
-four rows 140 positions behind, some eight plain passes). So the policy prices each
-re-measurement, by what its passes took beyond the branch kept, and starts the next only
-once the passes since have taken EXPLORE_SHARE times that much longer: exploring costs
-at most about that share of a width's time, however often a cheap one may come round.
-Near break-even (drafting gains some 8% at one row here) that keeps the estimate fed."""
+first catches the MTP up over every position it skipped, which can cost as much as
+several plain passes. So the policy prices each re-measurement, by what its passes took
+beyond the branch kept, and starts the next only once the passes since have taken
+EXPLORE_SHARE times that much longer: exploring costs at most about that share of a
+width's time, however often a cheap one may come round. Near break-even that keeps the
+estimate fed. (`runner bench --mtp` shows what drafting gains at one and four rows on a
+machine, arm against arm; `runner bench --pass-cost` what a drafting pass costs.)"""
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass, field
 from statistics import median
-from typing import Optional
+from typing import NamedTuple, Optional
 
 DRAFT_MEMORY = 0.98  # each new draft keeps this share of the earlier drafts' weight (about the last 50)
 PRIOR_DRAFTS = 2     # acceptance starts as if this many drafts had been half accepted
@@ -32,28 +34,108 @@ MIN_SIDE = 3         # passes of a branch among them before it is compared with 
 RATIOS = 12          # comparisons the ratio is the median of
 REFRESH_EVERY = 64   # re-measure the branch not taken at most every this many decisions ...
 REFRESH_LEN = 6      # ... for this many passes in a row, so some of them are steady
-SWITCH_MARGIN = 0.04 # leave the current branch only when the other pays by this much
-                     # (less than drafting's gain at one row here, about 8%, or it never starts)
+SWITCH_MARGIN = 0.04 # leave the current branch only when the other pays by this much (below
+                     # drafting's gain at one row, or the policy never switches to drafting there)
 EXPLORE_SHARE = 0.02 # and no sooner than its cost is this share of the width's time since
 
 
+class Branch(NamedTuple):
+    """A pass's shape as far as its cost goes."""
+
+    kind: str       # "prefill" | "decode" | "mixed"
+    width: int      # rows
+    drafted: bool   # it verifies drafts
+
+
+@dataclass
+class WidthModel:
+    """What the adaptive policy knows about decode passes of one width."""
+
+    history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))     # recent steady (drafted, ns)
+    comparisons: deque = field(default_factory=lambda: deque(maxlen=RATIOS))  # latest side-by-side ratios
+    ratio: Optional[float] = None     # drafting pass cost / plain pass cost (None: not compared yet)
+    seen: dict = field(default_factory=lambda: {True: 0, False: 0})  # steady passes, by drafted
+    decisions: int = 0                # decisions taken with a ratio to go by
+    drafting: Optional[bool] = None   # the branch currently taken
+    refresh_at: int = REFRESH_EVERY   # decision count at which the branch not taken is re-measured
+    refreshing: Optional[bool] = None # while re-measuring: the branch it started from
+    spent_ns: int = 0                 # what every decode pass of this width took, steady or not
+    spent_passes: int = 0
+    pricing: Optional[tuple] = None   # (spent_ns, spent_passes, branch kept) when the last
+                                      # re-measurement started, until its passes are in
+    explore_until: int = 0            # spent_ns before which the next re-measurement may not start
+
+    def observe(self, drafted: bool, duration_ns: int) -> None:
+        """One steady pass: compared with the other branch around it when it is in the minority."""
+        self.seen[drafted] += 1
+        self.history.append((drafted, duration_ns))
+        same = sum(was == drafted for was, _ in self.history)
+        other = [d for was, d in self.history if was != drafted]
+        if len(other) >= MIN_SIDE and same <= len(other):
+            around = median(other)
+            self.comparisons.append(duration_ns / around if drafted else around / duration_ns)
+            if len(self.comparisons) >= MIN_SIDE:
+                self.ratio = median(self.comparisons)
+
+    def spend(self, duration_ns: int) -> None:
+        self.spent_ns += duration_ns
+        self.spent_passes += 1
+
+    def choose(self, gain: float) -> bool:
+        """The branch to take, given drafting's gain in tokens per second (drafting / not):
+        the one that pays, with a margin to leave the current one, or the other while
+        re-measuring it."""
+        self.decisions += 1
+        current = gain > 1.0 if self.drafting is None else self.drafting
+        pays = gain > 1.0 - SWITCH_MARGIN if current else gain > 1.0 + SWITCH_MARGIN
+        self.drafting = pays
+        return self._refresh(pays)
+
+    def _refresh(self, pays: bool) -> bool:
+        """The decision to carry out: the other branch while re-measuring it (once its
+        price allows, see _price), else the branch that pays."""
+        n, start = self.decisions, self.refresh_at
+        self._price()
+        if n == start and self.spent_ns < self.explore_until:
+            start = self.refresh_at = n + 1          # not yet paid for: look again next pass
+        if n == start:
+            self.refreshing = pays
+            self.pricing = (self.spent_ns, self.spent_passes, pays)
+        if start <= n < start + REFRESH_LEN:
+            return not self.refreshing
+        if n == start + REFRESH_LEN:
+            self.refreshing = None
+            self.refresh_at = n + REFRESH_EVERY
+        return pays
+
+    def _price(self) -> None:
+        """Once a re-measurement's passes (and the pass back) have run: what they took
+        beyond as many passes of the branch kept, and from it the earliest next start."""
+        if self.pricing is None or self.spent_passes < self.pricing[1] + REFRESH_LEN + 1:
+            return
+        ns0, passes0, kept = self.pricing
+        self.pricing = None
+        base = [d for was, d in self.history if was == kept]
+        if base and self.drafting == kept:           # confirmed; a flip bought a better branch
+            excess = self.spent_ns - ns0 - (self.spent_passes - passes0) * median(base)
+            self.explore_until = self.spent_ns + int(max(excess, 0) / EXPLORE_SHARE)
+        else:
+            self.explore_until = 0
+
+
 class DraftPolicy:
-    def __init__(self, policy: str, max_width: Optional[int]):
+    def __init__(self, policy: str, max_width: Optional[int], lazy_mtp: bool = False):
         self.adaptive = policy == "adaptive"
         self.max_width = max_width          # None: no fixed limit
-        self.history: dict[int, deque] = {}    # width -> recent (drafted, duration_ns)
-        self.ratio: dict[int, float] = {}      # width -> drafting pass cost / plain pass cost
-        self.samples: dict[int, deque] = {}    # width -> the latest side-by-side comparisons
-        self.seen: dict[tuple[int, bool], int] = {}  # steady passes observed per (width, drafted)
+        self.lazy_mtp = lazy_mtp            # the MTP layer runs only for drafting passes (mtp_sync lazy)
+        self.widths: dict[int, WidthModel] = {}
         self.drafts_seen = self.accepted_seen = 0.0   # decayed counts of recent drafts
-        self.decisions: dict[int, int] = {}
-        self.drafting: dict[int, bool] = {}  # the branch currently taken, per width
-        self.refresh_at: dict[int, int] = {}  # decision count at which a width re-measures next
-        self.refreshing: dict[int, bool] = {} # the branch a running re-measurement started from
-        self.spent: dict[int, list] = {}      # width -> [ns, passes] of every decode pass
-        self.pricing: dict[int, tuple] = {}   # width -> (spent at its start, branch kept) of the
-                                              # last re-measurement, until its passes are in
-        self.explore_until: dict[int, int] = {}  # width -> spent ns before the next may start
+        self._last: Optional[Branch] = None  # the last committed pass's branch
+
+    def width(self, width: int) -> WidthModel:
+        if width not in self.widths:
+            self.widths[width] = WidthModel()
+        return self.widths[width]
 
     def permits(self, width: int) -> bool:
         """May a pass of this width verify the drafts its rows carry?"""
@@ -69,70 +151,42 @@ class DraftPolicy:
         # less as rows are added) until its own re-measurements give it a ratio: a width
         # that lasts a few passes, such as a batch's tail, would otherwise pay a lazy
         # catch-up to explore. With no wider one, measure both shapes before trusting either.
-        wider = [w for w in self.ratio if w > width]
-        ratio = self.ratio.get(width) or (self.ratio[min(wider)] if wider else None)
+        own = self.widths.get(width)
+        wider = [w for w, m in self.widths.items() if w > width and m.ratio is not None]
+        ratio = (own.ratio if own else None) or (self.widths[min(wider)].ratio if wider else None)
         if ratio is None:
-            return self.seen.get((width, True), 0) < MIN_SIDE
-        n = self.decisions[width] = self.decisions.get(width, 0) + 1
-        gain = (1.0 + self.acceptance) / ratio  # tokens per second, drafting / not
-        current = self.drafting.get(width, gain > 1.0)
-        pays = gain > 1.0 - SWITCH_MARGIN if current else gain > 1.0 + SWITCH_MARGIN
-        self.drafting[width] = pays
-        return self._refresh(width, n, pays)
+            return (own.seen[True] if own else 0) < MIN_SIDE
+        return self.width(width).choose((1.0 + self.acceptance) / ratio)
 
-    def _refresh(self, width: int, n: int, pays: bool) -> bool:
-        """The decision to carry out: the other branch while re-measuring it (once its
-        price allows, see _price), else the branch that pays."""
-        start = self.refresh_at.setdefault(width, REFRESH_EVERY)
-        spent = self.spent.get(width, [0, 0])
-        self._price(width, spent)
-        if n == start and spent[0] < self.explore_until.get(width, 0):
-            start = self.refresh_at[width] = n + 1       # not yet paid for: look again next pass
-        if n == start:
-            self.refreshing[width] = pays
-            self.pricing[width] = (tuple(spent), pays)
-        if start <= n < start + REFRESH_LEN:
-            return not self.refreshing[width]
-        if n == start + REFRESH_LEN:
-            del self.refreshing[width]
-            self.refresh_at[width] = n + REFRESH_EVERY
-        return pays
-
-    def _price(self, width: int, spent: list) -> None:
-        """Once a re-measurement's passes (and the pass back) have run: what they took
-        beyond as many passes of the branch kept, and from it the earliest next start."""
-        if width not in self.pricing or spent[1] < self.pricing[width][0][1] + REFRESH_LEN + 1:
+    def record(self, branch: Branch, duration_ns: int, n_drafts: int, n_accepted: int, *,
+               mtp_ran: bool, ahead: bool, queued: Optional[Branch]) -> None:
+        """Learn from one committed pass; called for every pass, in order. ahead: it was
+        launched before the previous pass was committed; queued: the branch of the pass
+        launched ahead of it (None: none). Every decode pass counts toward its width's
+        time; the cost model learns from pure, steady ones only. Pure: a drafting pass
+        that ran the MTP or a plain one that did not (under lazy sync; under eager sync
+        the MTP's cost is sunk). Steady: between passes of its own branch and pipelining
+        regime (a switch costs extra)."""
+        steady = (branch == self._last and ahead == (queued is not None)
+                  and (queued is None or queued == branch))
+        self._last = branch
+        if branch.kind != "decode":
             return
-        (ns0, passes0), kept = self.pricing.pop(width)
-        base = [d for was, d in self.history.get(width, ()) if was == kept]
-        if base and self.drafting.get(width, kept) == kept:     # confirmed; a flip bought a better branch
-            excess = spent[0] - ns0 - (spent[1] - passes0) * median(base)
-            self.explore_until[width] = spent[0] + int(max(excess, 0) / EXPLORE_SHARE)
-        else:
-            self.explore_until.pop(width, None)
+        self.spend(branch.width, duration_ns)
+        pure = not self.lazy_mtp or mtp_ran == branch.drafted
+        if pure and steady:
+            self.observe(branch.width, branch.drafted, duration_ns, n_drafts, n_accepted)
 
     def spend(self, width: int, duration_ns: int) -> None:
         """Every decode pass, steady or not: what a width's passes took in all."""
         if self.adaptive:
-            acc = self.spent.setdefault(width, [0, 0])
-            acc[0] += duration_ns
-            acc[1] += 1
+            self.width(width).spend(duration_ns)
 
     def observe(self, width: int, drafted: bool, duration_ns: int, n_drafts: int, n_accepted: int) -> None:
         """Feed one steady decode pass back into the model."""
         if not self.adaptive:
             return
-        self.seen[width, drafted] = self.seen.get((width, drafted), 0) + 1
-        recent = self.history.setdefault(width, deque(maxlen=HISTORY))
-        recent.append((drafted, duration_ns))
-        same = sum(was == drafted for was, _ in recent)
-        other = [d for was, d in recent if was != drafted]
-        if len(other) >= MIN_SIDE and same <= len(other):   # this pass beside the other branch
-            around = median(other)
-            samples = self.samples.setdefault(width, deque(maxlen=RATIOS))
-            samples.append(duration_ns / around if drafted else around / duration_ns)
-            if len(samples) >= MIN_SIDE:
-                self.ratio[width] = median(samples)
+        self.width(width).observe(drafted, duration_ns)
         if n_drafts:                        # each draft weighs the same, whatever the width
             keep = DRAFT_MEMORY ** n_drafts
             self.drafts_seen = keep * self.drafts_seen + n_drafts

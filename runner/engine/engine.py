@@ -2,10 +2,11 @@
 
 step() reads as the loop it is: take the pass queued by the previous step (or admit,
 plan and launch one), queue the pass after it when its inputs follow from this one's
-outputs (launch.py, lookahead.py), then choose and commit tokens (verifying drafts),
-book or run the MTP layer's drafts for the next pass, retire finished rows and free
-their blocks, and emit the pass event last. A pass event's duration is the wall time
-of the step that committed it, so a run's pass durations add up to its time in step().
+outputs (launch.py, lookahead.py), wait for the pass, choose and commit tokens
+(verifying drafts), book or run the MTP layer's drafts for the next pass, retire
+finished rows and free their blocks, let the draft policy learn, and emit the pass
+event. A pass event's duration is the wall time of the step that committed it, so a
+run's pass durations add up to its time in step().
 """
 from __future__ import annotations
 
@@ -22,8 +23,7 @@ from .config import EngineConfig, ModelArgs
 from .draft_policy import DraftPolicy
 from .events import EventSink, PassEvent, RequestEvent
 from .forward import Forward
-from .launch import Launcher
-from .lookahead import Launched
+from .launch import Landed, Launched, Launcher
 from .model import Model
 from .mtp import MTPDrafter
 from .prefix_cache import PrefixCache
@@ -44,14 +44,15 @@ class Engine:
         self.prefix = PrefixCache(self.pool, config.prefix_cache_bytes)
         self.scheduler = Scheduler(config.max_batch_size, config.prefill_chunk, self.pool, self.prefix)
         self.forward = Forward(model, self.pool, config.index_topk, config.compile)
-        self.policy = DraftPolicy(config.draft_policy, config.draft_max_width)
+        self.policy = DraftPolicy(config.draft_policy, config.draft_max_width,
+                                  lazy_mtp=config.mtp and config.mtp_sync == "lazy")
         self.drafter = MTPDrafter(self.forward, self.pool, config.mtp_sync) if config.mtp else None
         self.launcher = Launcher(self.forward, self.scheduler, self.drafter, self.policy, config)
         self._next_id = 0
         self._pass_index = 0
         self._sha256: Optional[str] = None
         self._queued: Optional[Launched] = None   # a pass launched ahead, not yet committed
-        self._last_branch: Optional[tuple] = None # (kind, width, drafted) of the last committed pass
+        self._drafting = True                     # the latest draft decision (a lazy MTP ran for it)
 
     # ---- construction -------------------------------------------------------------
     @classmethod
@@ -155,78 +156,69 @@ class Engine:
         """Commit one pass (launching it first unless it is already queued); before
         waiting for it, queue the following pass when its inputs follow from this one."""
         t0 = time.perf_counter_ns()
-        cur, self._queued = self._queued, None
+        cur = self._take_or_launch()
         if cur is None:
-            self.scheduler.admit()
-            if not self.scheduler.running:
-                return []
-            cur = self.launcher.launch()
+            return []
         self._queued = self.launcher.launch_ahead(cur)
-        plan = cur.plan
-        starts = [s.computed for s in plan.rows]     # host state now matches what cur assumed
-        greedy = cur.greedy.tolist()
-        drafts = cur.drafts.tolist() if cur.drafts is not None else None
-        emitted, oks = self._commit(plan, starts, cur.logits, greedy)
-        accepted, width = sum(oks), len(plan.rows)
-        mtp_ran = self._draft_next(plan, starts, cur.hidden, cur.first, drafts, cur.fused)
-        row_bytes = [self._row_bytes(s) for s in plan.rows]
-        finished = self._retire(plan)
+        out = cur.wait()                              # blocks until cur has run
+        emitted, accepted = self._commit(cur, out)
+        mtp_ran = self._draft_next(cur, out)
+        # Read before _retire, which frees finished rows' blocks: the event reports what
+        # every row of the pass held, the rows it finished included.
+        row_bytes = [self._row_bytes(s) for s in cur.plan.rows]
+        finished = self._retire(cur.plan)
         self.prefix.evict_to_budget()
         duration = time.perf_counter_ns() - t0
-        n_drafted = sum(plan.drafted)
-        # The cost model learns from pure, steady passes only: a drafting pass that ran the
-        # MTP or a plain pass that did not (lazy; under eager sync the MTP cost is sunk),
-        # between passes of its own shape and pipelining regime (a switch costs extra).
-        pure = self.drafter is None or self.drafter.eager or mtp_ran == (n_drafted > 0)
-        branch, nxt = (plan.kind, width, n_drafted > 0), self._queued
-        steady = (branch == self._last_branch and cur.ahead == (nxt is not None)
-                  and (nxt is None or (nxt.plan.kind, len(nxt.plan.rows), any(nxt.plan.drafted)) == branch))
-        self._last_branch = branch
-        if plan.kind == "decode":
-            self.policy.spend(width, duration)
-            if pure and steady:
-                self.policy.observe(width, n_drafted > 0, duration, n_drafted, accepted)
-        self._emit(PassEvent(self._pass_index, t0, duration, plan.kind, width, plan.prefill_tokens,
-                             plan.decode_tokens, n_drafted, accepted, emitted, sum(row_bytes), max(row_bytes)))
-        self._pass_index += 1
+        self.policy.record(cur.branch, duration, sum(cur.plan.drafted), accepted, mtp_ran=mtp_ran,
+                           ahead=cur.ahead, queued=None if self._queued is None else self._queued.branch)
+        self._emit(self._pass_event(cur.plan, t0, duration, emitted, accepted, row_bytes))
         for ev in finished:
             self._emit(ev)
         return finished
 
-    def _draft_next(self, plan: PassPlan, starts: list[int], hidden, first: list[int], drafts,
-                    fused: bool) -> bool:
-        """Decide whether the next pass drafts and bring the MTP up to date (or book what
-        the fused pass already did). Returns whether the MTP layer ran in this pass."""
-        if self.drafter is None:
-            return False
-        want = self.launcher.take_decision()      # made when the next pass was launched ahead
-        if want is None:
-            live = sum(not s.finished for s in plan.rows) + len(self.scheduler.waiting)
-            want = self.launcher.last_want = self.policy.decide(min(live, self.config.max_batch_size))
-        if fused:
-            self.drafter.adopt(plan.rows, drafts, want)
-        else:
-            self.drafter.run(plan.rows, starts, hidden, first, want)
-        return fused or self.drafter.eager or want
+    def _take_or_launch(self) -> Optional[Launched]:
+        """The pass queued by the previous step, else one planned now (None: no work)."""
+        cur, self._queued = self._queued, None
+        if cur is None:
+            self.scheduler.admit()
+            if self.scheduler.running:
+                cur = self.launcher.launch(self._drafting)
+        return cur
 
-    def _commit(self, plan: PassPlan, starts: list[int], logits: mx.array, greedy: list[list[int]]):
-        """Commit each row's tokens; returns (tokens emitted, per-row draft accepted)."""
-        emitted, oks = 0, [False] * len(plan.rows)
+    def _commit(self, cur: Launched, out: Landed) -> tuple[int, int]:
+        """Commit each row's tokens; returns (tokens emitted, drafts accepted)."""
+        plan, emitted, accepted = cur.plan, 0, 0
         now = time.perf_counter_ns()
         sampled = [b for b, s in enumerate(plan.rows) if s.temperature > 0]
-        host_logits = dict(zip(sampled, np.array(logits[mx.array(sampled)]))) if sampled else {}
+        host_logits = dict(zip(sampled, np.array(cur.logits[mx.array(sampled)]))) if sampled else {}
         for b, seq in enumerate(plan.rows):
             if seq.finished:                # finished by the previous pass; a queued pass ran it anyway
                 continue
-            end = starts[b] + len(plan.feeds[b])
+            end = out.starts[b] + len(plan.feeds[b])
             if end < len(seq.tokens) and not plan.drafted[b]:
                 seq.computed = end          # a prefill chunk that does not reach the prompt's end
                 continue
-            new, ok = choose(seq, greedy[b], host_logits.get(b), plan.drafted[b])
-            oks[b] = ok
+            new, ok = choose(seq, out.greedy[b], host_logits.get(b), plan.drafted[b])
+            accepted += ok
             emitted += commit(seq, new, self.eos, now)
-            seq.computed = starts[b] + (2 if ok else 1) if plan.drafted[b] else end
-        return emitted, oks
+            seq.computed = out.starts[b] + (2 if ok else 1) if plan.drafted[b] else end
+        return emitted, accepted
+
+    def _draft_next(self, cur: Launched, out: Landed) -> bool:
+        """Decide whether the next pass drafts (unless that was decided when it was
+        launched ahead) and bring the MTP up to date, or book what the fused pass already
+        did. Returns whether the MTP layer ran in this pass."""
+        if self.drafter is None:
+            return False
+        if cur.drafts_next is None:
+            live = sum(not s.finished for s in cur.plan.rows)
+            cur.drafts_next = self.policy.decide(self.launcher.expected_width(live))
+        want = self._drafting = cur.drafts_next
+        if cur.fused:
+            self.drafter.adopt(cur.plan.rows, out.drafts, want)
+        else:
+            self.drafter.run(cur.plan.rows, out.starts, cur.hidden, cur.first, want)
+        return cur.fused or self.drafter.eager or want
 
     def _retire(self, plan: PassPlan) -> list[RequestEvent]:
         done, now = [], time.perf_counter_ns()
@@ -245,6 +237,13 @@ class Engine:
                                          seq.first_token_ns, seq.done_ns, seq.finish_reason,
                                          seq.cached_tokens, tuple(seq.output)))
         return done
+
+    def _pass_event(self, plan: PassPlan, t0: int, duration: int, emitted: int, accepted: int,
+                    row_bytes: list[int]) -> PassEvent:
+        event = PassEvent(self._pass_index, t0, duration, plan.kind, len(plan.rows), plan.prefill_tokens,
+                          plan.decode_tokens, sum(plan.drafted), accepted, emitted, sum(row_bytes), max(row_bytes))
+        self._pass_index += 1
+        return event
 
     def _emit(self, event) -> None:
         if self.sink is not None:

@@ -2,11 +2,15 @@
 
 Events go to an explicit sink passed in by the caller (any callable taking one event),
 never to a global. The engine knows nothing about storage; the runner buffers them.
+`collect` runs one generate() call with a sink that keeps every event (tests, benches).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Union
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Union
+
+if TYPE_CHECKING:
+    from .engine import Engine
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,7 +19,10 @@ class PassEvent:
 
     pass_index: int          # 0-based, per engine instance
     start_ns: int            # time.perf_counter_ns() when the pass started
-    duration_ns: int         # wall time of schedule + forward + verify + draft
+    duration_ns: int         # wall time of the step() that committed it: schedule, forward,
+                             # verify, draft, retiring finished rows and prefix-cache eviction;
+                             # with pipelining also launching the next pass (while this one
+                             # runs), and not this pass's own launch when it was queued ahead
     kind: str                # "prefill" | "decode" | "mixed"
     width: int               # rows in this pass
     prefill_tokens: int      # prompt tokens computed in this pass
@@ -44,3 +51,25 @@ class RequestEvent:
 
 Event = Union[PassEvent, RequestEvent]
 EventSink = Callable[[Event], None]
+
+
+class Collected(NamedTuple):
+    """One generate() call's outputs and the events it sent, by kind, in order."""
+
+    outputs: list[list[int]]
+    passes: list[PassEvent]
+    requests: list[RequestEvent]
+
+
+def collect(engine: Engine, prompts: list[list[int]], max_new_tokens: int, temperature: float = 0.0,
+            top_p: float = 1.0, seed: Optional[int] = None) -> Collected:
+    """engine.generate(...) with every event it sends collected; the engine's own sink is
+    put back afterwards."""
+    events: list[Event] = []
+    saved, engine.sink = engine.sink, events.append
+    try:
+        outputs = engine.generate(prompts, max_new_tokens, temperature, top_p, seed)
+    finally:
+        engine.sink = saved
+    return Collected(outputs, [e for e in events if isinstance(e, PassEvent)],
+                     [e for e in events if isinstance(e, RequestEvent)])

@@ -5,7 +5,7 @@ requested positions plus all hidden states; `mtp` runs the MTP layer over verifi
 (hidden, next token) pairs and returns the draft logits at each row's last pair;
 `main_and_draft` runs both in one graph for greedy rows. All take the pool arrays as
 explicit inputs and return them updated, so they are pure functions of their arguments
-and safe to compile. Shapes are bucketed by the scheduler.
+and safe to compile. Shapes are bucketed by layout.py.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import mlx.core as mx
 from .attention import LayerKV, PassContext, rope_table
 from .cache import BlockPool
 from .model import Model
-from .scheduler import COMPILE_MAX_TOKENS, block_buckets_upto, build_layout
+from .layout import COMPILE_MAX_TOKENS, block_buckets_upto, build_layout
 
 
 def _unpack(arrays, layers: list[LayerKV]) -> list[LayerKV]:
@@ -43,8 +43,8 @@ class Forward:
 
     def _fn(self, name: str, static: tuple, n_tokens: int, eager: bool = False):
         """The function for this pass structure (row groups and padding change the graph,
-        so each gets its own). Long passes run eagerly: measured here, compiling a
-        512-token prefill made it slower, while decode passes gain about a third."""
+        so each gets its own). Long passes run eagerly: compiling pays where dispatching
+        the graph is much of a pass's time (decode), not for a long prefill."""
         if eager or n_tokens > COMPILE_MAX_TOKENS:
             return partial(getattr(self, name), *static)
         key = (name, static)

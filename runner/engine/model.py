@@ -1,12 +1,17 @@
 """The GLM-4.5 MoE decoder stack: embed -> layers -> norm -> head, plus the MTP layer.
 
 `Model.__call__` returns logits and the final (post-norm) hidden states, which the MTP
-layer consumes. With `ctx=None` it is a plain causal forward (training, reference
-checks); with a PassContext it reads and writes the paged pools of one batched pass.
+layer consumes. With `ctx=None` it is the plain causal forward, the one training and
+reference checks use: a `Capture` passed in collects what they need besides the outputs
+(each layer's normed input, each router's expert counts), and `dense_moe` evaluates every
+expert on every token, zero-weighting the unchosen ones (same values; on the CPU a few
+wide matmuls train far faster than gather_mm's per-token products). With a PassContext
+it reads and writes the paged pools of one batched pass.
 This file knows nothing about scheduling, sampling or checkpoints on disk.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Optional
 
 import mlx.core as mx
@@ -16,6 +21,15 @@ from .attention import Attention, LayerKV, PassContext
 from .config import ModelArgs
 from .indexer import Indexer, topk_select
 from .moe import MLP, Fused, MoE
+
+
+@dataclass
+class Capture:
+    """What a plain forward collects besides its outputs, in the order the layers ran
+    (the main layers, then the MTP layer's when it runs)."""
+
+    normed: list = field(default_factory=list)         # per decoder layer: input_layernorm output (B, T, H)
+    expert_counts: list = field(default_factory=list)  # per MoE layer: (E,) tokens routed to each expert
 
 
 class DecoderLayer(nn.Module):
@@ -29,9 +43,11 @@ class DecoderLayer(nn.Module):
         if with_indexer:
             self.indexer = Indexer(args)
 
-    def __call__(self, x: mx.array, ctx: Optional[PassContext] = None,
-                 kv: Optional[LayerKV] = None, index_topk: int = 0) -> mx.array:
+    def __call__(self, x: mx.array, ctx: Optional[PassContext] = None, kv: Optional[LayerKV] = None,
+                 index_topk: int = 0, capture: Optional[Capture] = None, dense_moe: bool = False) -> mx.array:
         n = self.input_layernorm(x)
+        if capture is not None:
+            capture.normed.append(n)
         select = None
         if index_topk and ctx is not None:
             self.indexer.write_keys(n, ctx, kv)
@@ -39,7 +55,8 @@ class DecoderLayer(nn.Module):
             select = [topk_select(self.indexer.scores(n, ctx, kv, g), g.mask, index_topk)
                       if g.read_slots.shape[1] > index_topk else None for g in ctx.groups]
         h = x + self.self_attn(n, ctx, kv, select)
-        return h + self.mlp(self.post_attention_layernorm(h))
+        m = self.post_attention_layernorm(h)
+        return h + (self.mlp(m, capture, dense_moe) if isinstance(self.mlp, MoE) else self.mlp(m))
 
 
 class MTPLayer(DecoderLayer):
@@ -60,10 +77,14 @@ class MTPLayer(DecoderLayer):
         mx.eval(self.eh_proj_t.arrays)
 
     def __call__(self, hidden: mx.array, next_embed: mx.array, ctx: Optional[PassContext] = None,
-                 kv: Optional[LayerKV] = None) -> mx.array:
+                 kv: Optional[LayerKV] = None, capture: Optional[Capture] = None,
+                 dense_moe: bool = False) -> mx.array:
         joined = mx.concatenate([self.enorm(next_embed), self.hnorm(hidden)], axis=-1)
-        u = self.eh_proj(joined) if self.eh_proj_t is None else joined @ self.eh_proj_t.arrays[0]
-        return self.shared_head_norm(super().__call__(u, ctx, kv))
+        # The plain path projects with eh_proj itself, as attention does: distillation
+        # trains the MTP layer of a fused model, and gradients must reach the weight.
+        fused = self.eh_proj_t is not None and ctx is not None
+        u = joined @ self.eh_proj_t.arrays[0] if fused else self.eh_proj(joined)
+        return self.shared_head_norm(super().__call__(u, ctx, kv, capture=capture, dense_moe=dense_moe))
 
 
 class Model(nn.Module):
@@ -92,23 +113,26 @@ class Model(nn.Module):
         return self.lm_head(h)
 
     def hidden_states(self, tokens: mx.array, ctx: Optional[PassContext] = None,
-                      kv: Optional[list[LayerKV]] = None, index_topk: int = 0) -> mx.array:
+                      kv: Optional[list[LayerKV]] = None, index_topk: int = 0,
+                      capture: Optional[Capture] = None, dense_moe: bool = False) -> mx.array:
         """tokens (B, T) -> hidden (B, T, H) after the final norm."""
         h = self.embed_tokens(tokens)
         for i, layer in enumerate(self.layers):
-            h = layer(h, ctx, None if kv is None else kv[i], index_topk)
+            h = layer(h, ctx, None if kv is None else kv[i], index_topk, capture, dense_moe)
         return self.norm(h)
 
     def __call__(self, tokens: mx.array, ctx: Optional[PassContext] = None,
-                 kv: Optional[list[LayerKV]] = None, index_topk: int = 0) -> tuple[mx.array, mx.array]:
+                 kv: Optional[list[LayerKV]] = None, index_topk: int = 0,
+                 capture: Optional[Capture] = None, dense_moe: bool = False) -> tuple[mx.array, mx.array]:
         """tokens (B, T) -> (logits (B, T, V), hidden (B, T, H) after the final norm)."""
-        h = self.hidden_states(tokens, ctx, kv, index_topk)
+        h = self.hidden_states(tokens, ctx, kv, index_topk, capture, dense_moe)
         return self.head(h), h
 
     def mtp_forward(self, hidden: mx.array, next_tokens: mx.array, ctx: Optional[PassContext] = None,
-                    kv: Optional[LayerKV] = None) -> mx.array:
+                    kv: Optional[LayerKV] = None, capture: Optional[Capture] = None,
+                    dense_moe: bool = False) -> mx.array:
         """(h_i, token_{i+1}) pairs -> logits predicting token_{i+2}: (B, T, V)."""
-        return self.head(self.mtp(hidden, self.embed_tokens(next_tokens), ctx, kv))
+        return self.head(self.mtp(hidden, self.embed_tokens(next_tokens), ctx, kv, capture, dense_moe))
 
 
 def fuse_for_inference(model: Model) -> None:

@@ -4,12 +4,15 @@ experts added unweighted. Also the dense SwiGLU MLP used by the first layers."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import mlx.core as mx
 import mlx.nn as nn
 
 from .config import ModelArgs
+
+if TYPE_CHECKING:
+    from .model import Capture
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,20 @@ class StackedExperts(nn.Module):
         self.fused = Fused(tuple(mx.contiguous(a) for a in self._operands()))
         mx.eval(self.fused.arrays)
 
+    def dense(self, x: mx.array, inds: mx.array, weights: mx.array) -> mx.array:
+        """The weighted sum of the chosen experts' outputs, (..., H), from every expert run
+        on every token with the unchosen ones zero-weighted: the values of __call__'s path
+        in a few wide matmuls, which train far faster on the CPU than gather_mm's per-token
+        products. Runs on the parameters (training needs their gradients)."""
+        E, I, H = self.gate_proj.shape
+        chosen = inds[..., None] == mx.arange(E)                                # (..., k, E)
+        combine = (chosen * weights[..., None]).sum(axis=-2)                    # (..., E)
+        g = (x @ self.gate_proj.reshape(E * I, H).T).reshape(*x.shape[:-1], E, I)  # (..., E, I)
+        u = (x @ self.up_proj.reshape(E * I, H).T).reshape(*x.shape[:-1], E, I)
+        a = nn.silu(g) * u * combine[..., None]
+        down = self.down_proj.transpose(0, 2, 1).reshape(E * I, H)             # (E*I, H)
+        return a.reshape(*x.shape[:-1], E * I) @ down
+
     def __call__(self, x: mx.array, inds: mx.array) -> mx.array:
         # x (..., H), inds (..., k) -> (..., k, H)
         gate_up, down = self.fused.arrays if self.fused is not None else self._operands()
@@ -137,9 +154,19 @@ class MoE(nn.Module):
         self.experts = StackedExperts(args.hidden_size, args.moe_intermediate_size, args.n_routed_experts)
         if args.n_shared_experts:
             self.shared_experts = MLP(args.hidden_size, args.moe_intermediate_size * args.n_shared_experts)
-    def __call__(self, x: mx.array) -> mx.array:
+
+    def __call__(self, x: mx.array, capture: Optional[Capture] = None, dense: bool = False) -> mx.array:
+        """capture: collects how many tokens went to each expert; dense: evaluate every
+        expert on every token (StackedExperts.dense), for training."""
         inds, weights = self.gate(x)
-        y = (self.experts(x, inds) * weights[..., None]).sum(axis=-2).astype(x.dtype)
+        if capture is not None:
+            E = self.experts.gate_proj.shape[0]
+            chosen = inds[..., None] == mx.arange(E)                            # (..., k, E)
+            capture.expert_counts.append(mx.stop_gradient(chosen.reshape(-1, E).sum(axis=0)))
+        if dense:
+            y = self.experts.dense(x, inds, weights)
+        else:
+            y = (self.experts(x, inds) * weights[..., None]).sum(axis=-2).astype(x.dtype)
         if "shared_experts" in self:
             y = y + self.shared_experts(x)
         return y

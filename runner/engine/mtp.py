@@ -15,7 +15,7 @@ import numpy as np
 from .cache import BlockPool
 from .forward import Forward
 from .sampler import probs, sample
-from .scheduler import build_layout
+from .layout import build_layout
 from .sequence import Sequence
 
 
@@ -68,10 +68,10 @@ class MTPDrafter:
                 s.draft_probs = probs(np.array(logits[r]), s.temperature, s.top_p)
                 s.draft = sample(s.draft_probs, s.rng)
 
-    def can_fuse(self, rows: list[Sequence], last_want: bool) -> bool:
+    def can_fuse(self, rows: list[Sequence], drafting: bool) -> bool:
         """Whether this pass's MTP work can run inside the target pass: greedy rows whose
         MTP is in step, and a pass that will run the MTP (eager, or lazy while drafting)."""
-        return ((self.eager or last_want) and all(s.temperature == 0.0 for s in rows)
+        return ((self.eager or drafting) and all(s.temperature == 0.0 for s in rows)
                 and all(s.pending_hidden is None and s.mtp_computed == s.computed for s in rows))
 
     @staticmethod
