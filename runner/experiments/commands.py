@@ -1,7 +1,8 @@
 """The `runner run`, `runner export` and `runner import` verbs: argument parsing, exit
 codes and messages. Bad input (declaration, database, export files) is reported as
 readable lines on stderr with exit code 2 and no traceback; an interrupted run exits 130
-and says how to resume. The work itself lives in execute.py and runner.store.
+and says how to resume; a run some of whose cells a runtime fault cost (a server not
+reachable, say) measures the rest, exits 1 and says how many failed. The work itself lives in execute.py and runner.store.
 """
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ def _err(*lines: str) -> None:
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    p.description = ("Run every cell (arm x concurrency x round) of a declared experiment on the "
-                     "engine and append raw rows to DuckDB. Cells already complete for this "
+    p.description = ("Run every cell (arm x concurrency x round) of a declared experiment on "
+                     "each arm's runtime and append raw rows to DuckDB. Cells already complete for this "
                      "declaration on this chip are skipped, so re-running resumes.")
     p.add_argument("experiment", help=f"a name (a file in {EXPERIMENTS}/) or a path to a .toml")
     p.add_argument("--quick", action="store_true", help=QUICK_HELP)
@@ -123,6 +124,11 @@ def main_run(args: argparse.Namespace) -> int:
     saved = _save_measurement(args.db, before, progress)
     progress.note(f"{exp.name}: {summary.completed} cells run, {summary.skipped} already complete "
                   f"({summary.planned} planned) -> {args.db}")
+    if summary.faults:   # each was reported as its line when it happened
+        arms = sorted({cell.arm for cell, _ in summary.faults})
+        _err(f"error: {len(summary.faults)} cell(s) failed (arm{'s' if len(arms) > 1 else ''} "
+             f"{', '.join(arms)}); the other cells are kept; {resume}")
+        return 1
     return 0 if saved else 2
 
 

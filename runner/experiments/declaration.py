@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.engine import EngineConfig
+from runner.engine.checkpoint import resolve_checkpoint
+from runner.runtimes import knobs as runtime_knobs
+from runner.runtimes.knobs import DEFAULT_RUNTIME
 
 from .validate import DEFAULT_MIN_CELL_SECONDS, DEFAULT_MIN_CELL_TOKENS, WORKLOAD_KEYS, check
 
@@ -68,11 +70,24 @@ class Experiment:
     quick: bool = False
 
     def knobs(self, arm: str) -> dict:
-        """The knobs the arm's engine is built with: [engine] overlaid by [arms.<arm>]."""
+        """The arm's knobs as declared: [engine] overlaid by [arms.<arm>] (with `runtime`
+        when the declaration names one)."""
         return {**self.engine, **self.arms[arm]}
 
+    def runtime(self, arm: str) -> str:
+        return self.knobs(arm).get("runtime", DEFAULT_RUNTIME)
+
+    def runtime_knobs(self, arm: str) -> dict:
+        """What the arm's runtime is started with: our engine's knobs as declared, another
+        runtime's with its defaults filled in (what its runs store)."""
+        knobs = self.knobs(arm)
+        runtime = knobs.pop("runtime", DEFAULT_RUNTIME)
+        if runtime == DEFAULT_RUNTIME:
+            return knobs
+        return runtime_knobs.check(runtime, knobs, resolve_checkpoint(self.model))[0]
+
     def ceiling(self, arm: str) -> int:
-        return EngineConfig.from_kwargs(**self.knobs(arm)).max_batch_size
+        return runtime_knobs.ceiling(self.knobs(arm))
 
     def shrunk(self) -> "Experiment":
         """--quick: one round, at most 2 requests per client of at most 16 new tokens, and no

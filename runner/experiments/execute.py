@@ -1,4 +1,4 @@
-"""Running an experiment's cells on the engine and handing their raw rows to the store.
+"""Running an experiment's cells on each arm's runtime and handing their raw rows to the store.
 
 Cells are arm x concurrency x round, ordered round -> concurrency -> arm so that the
 arms interleave (A B A B) and machine drift hits them alike. A cell at concurrency c is
@@ -9,27 +9,30 @@ has sent fewer than requests_per_client, or while the cell has run less than
 min_cell_seconds (from its t0) or produced fewer than min_cell_tokens output tokens (of
 finished requests); the requests then in flight finish and are kept. The rule is the
 same for every arm, so every arm replays the same requests in the same order and a
-faster arm simply replays more of the stream. Each arm has one engine, warmed up
-(compilation, first touch) before its first timed cell, outside any cell's clock.
-Pass and request events are buffered in memory during a cell and written between cells,
-so logging does not perturb the timing; the machine's load (load.py) is sampled just
-outside the cell's clock and stored with the run. Cells already complete in the
-database (same experiment, declaration sha256, chip and quick flag) are skipped: this
-is how a run resumes; with `remeasure` every cell runs again and its new run is appended
-(pages use the newest run of a cell). A cell that raises (Ctrl-C included) is marked
-failed before the error goes on.
-This module does not parse declarations, render pages or print anything itself.
+faster arm simply replays more of the stream. Each arm has one runtime (runner.runtimes:
+our engine, mlx-lm in-process, an mlx_lm.server the runner starts, or any OpenAI-compatible
+server), started and warmed up before its first timed cell, outside any cell's clock, and
+stopped when the run ends however it ends. Request rows and pass events are buffered in
+memory during a cell and written between cells, so logging does not perturb the timing;
+per-token times ride on the request rows in memory only (token_ns) and are not stored.
+A runtime without per-pass rows stores none (absent, not zero). The machine's load
+(load.py) is sampled just outside the cell's clock and stored with the run. Cells
+already complete in the database (same experiment, declaration sha256, chip and quick
+flag) are skipped: this is how a run resumes; with `remeasure` every cell runs again and
+its new run is appended (pages use the newest run of a cell). A runtime fault (a server
+unreachable, dead, erroring or silent) marks its cell failed, is reported as one line
+and the run goes on; any other error (Ctrl-C included) marks the cell failed and goes on
+up. This module does not parse declarations, render pages or print anything itself.
 """
 from __future__ import annotations
 
 import hashlib
-import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.engine import Engine, PassEvent
-from runner.engine.checkpoint import resolve_checkpoint
+from runner.engine.checkpoint import checkpoint_sha256, resolve_checkpoint
+from runner.runtimes import Runtime, RuntimeFault, start
 from runner.store.store import Store
 
 from . import chip, load
@@ -38,7 +41,7 @@ from .estimate import cell_seconds, estimate_seconds  # noqa: F401  (estimate_se
 from .progress import CellLabel, CellTarget, Progress
 from .workload import PromptStream
 
-WARMUP_NEW_TOKENS = 8
+IN_MEMORY_ONLY = ("token_ns",)   # request-row keys the store does not take (yet: issue 18)
 
 
 @dataclass(frozen=True)
@@ -53,25 +56,17 @@ def plan_cells(exp: Experiment) -> list[Cell]:
             for arm in exp.arms]
 
 
-class PassBuffer:
-    """The engine's sink during a timed cell: keeps PassEvents in memory, nothing else."""
-
-    def __init__(self) -> None:
-        self.passes: list[PassEvent] = []
-
-    def __call__(self, event) -> None:
-        if type(event) is PassEvent:
-            self.passes.append(event)
-
-
 @dataclass
 class CellRows:
     requests: list[dict] = field(default_factory=list)
-    passes: list[dict] = field(default_factory=list)
+    passes: list[dict] | None = field(default_factory=list)   # None: the runtime has none
 
     @property
     def output_tokens(self) -> int:
         return sum(r["output_tokens"] for r in self.requests)
+
+    def stored_requests(self) -> list[dict]:
+        return [{k: v for k, v in r.items() if k not in IN_MEMORY_ONLY} for r in self.requests]
 
 
 def output_sha256(tokens) -> str:
@@ -89,34 +84,34 @@ def needs_more(w: Workload, sent: int, elapsed_ns: int, tokens: int) -> bool:
             or tokens < w.min_cell_tokens)
 
 
-def run_cell(engine: Engine, stream: PromptStream, concurrency: int,
+def run_cell(runtime: Runtime, stream: PromptStream, concurrency: int,
              exp: Experiment, progress: Progress | None = None) -> CellRows:
     """c closed-loop clients over the stream's clients 0..c-1, sized by needs_more()."""
     w = exp.workload
-    buffer = PassBuffer()
-    owner: dict[int, tuple[int, int]] = {}   # engine request id -> (client, request_id)
+    owner: dict[int, tuple[int, int]] = {}   # runtime handle -> (client, request_id)
     sent = [0] * concurrency
     rows = CellRows()
+    token_times: list[tuple | None] = []     # per request row; made cell-relative afterwards
     tokens = 0
 
     def submit(client: int) -> None:
         i = sent[client]
         sent[client] += 1
         request_id = stream.request_id(client, i)
-        rid = engine.add_request(stream.prompt(client, i), w.max_new_tokens,
-                                 temperature=w.temperature, seed=request_seed(exp.seed, request_id))
-        owner[rid] = (client, request_id)
+        handle = runtime.submit(stream.prompt(client, i), w.max_new_tokens, w.temperature,
+                                request_seed(exp.seed, request_id))
+        owner[handle] = (client, request_id)
 
-    engine.sink = buffer
+    runtime.begin_cell()
     t0 = time.perf_counter_ns()
     try:
         for client in range(concurrency):
             submit(client)
-        while engine.has_work():
-            events = engine.step()
+        while runtime.busy():
+            finished = runtime.poll()
             now = time.perf_counter_ns()
-            for ev in events:
-                client, request_id = owner.pop(ev.request_id)
+            for ev in finished:
+                client, request_id = owner.pop(ev.handle)
                 tokens += ev.output_tokens
                 if needs_more(w, sent[client], now - t0, tokens):
                     submit(client)
@@ -125,36 +120,42 @@ def run_cell(engine: Engine, stream: PromptStream, concurrency: int,
                     "prompt_tokens": ev.prompt_tokens, "output_tokens": ev.output_tokens,
                     "cached_tokens": ev.cached_tokens, "arrival_ns": ev.arrival_ns - t0,
                     "first_token_ns": ev.first_token_ns - t0, "done_ns": ev.done_ns - t0,
-                    "output_sha256": output_sha256(ev.tokens)})
+                    "output_sha256": None if ev.tokens is None else output_sha256(ev.tokens)})
+                token_times.append(ev.token_ns)
                 if progress:
                     progress.update(len(rows.requests), tokens)
     finally:
-        engine.sink = None
-    rows.passes = [{
+        passes = runtime.end_cell()
+    for row, times in zip(rows.requests, token_times):
+        row["token_ns"] = None if times is None else tuple(t - t0 for t in times)
+    rows.passes = None if passes is None else [{
         "pass_index": p.pass_index, "start_ns": p.start_ns - t0, "duration_ns": p.duration_ns,
         "kind": p.kind, "width": p.width, "prefill_tokens": p.prefill_tokens,
         "decode_tokens": p.decode_tokens, "drafted": p.drafted, "accepted": p.accepted,
         "emitted": p.emitted, "state_bytes": p.state_bytes,
-        "max_row_state_bytes": p.max_row_state_bytes} for p in buffer.passes]
+        "max_row_state_bytes": p.max_row_state_bytes} for p in passes]
     rows.requests.sort(key=lambda r: r["request_id"])
     return rows
 
 
-def warm_up(engine: Engine, exp: Experiment) -> None:
-    """Compile every decode shape, then touch memory at width 1 and 2, at the workload's shortest and longest
-    prompt, with random ids unrelated to the workload (so the warm-up caches no prefix of
-    a timed prompt). Its events are dropped and the prefix cache is cleared afterwards."""
-    rng = random.Random(exp.seed)
-    vocab = engine.args.vocab_size
-    prompts = [[rng.randrange(vocab) for _ in range(n)] for n in exp.workload.prompt_tokens]
-    new_tokens = min(WARMUP_NEW_TOKENS, exp.workload.max_new_tokens)
-    engine.sink = None
-    # Trace every decode shape the workload can reach, so no timed pass pays for it.
-    engine.warmup(max(exp.workload.prompt_tokens) + exp.workload.shared_prefix_tokens
-                  + exp.workload.max_new_tokens)
-    engine.generate(prompts[:1], max_new_tokens=new_tokens)
-    engine.generate(prompts[: min(2, engine.config.max_batch_size)], max_new_tokens=new_tokens)
-    engine.clear_prefix_cache()
+def start_arm(exp: Experiment, arm: str, checkpoint: Path) -> Runtime | RuntimeFault:
+    """The arm's runtime, started and warmed up; a RuntimeFault (a server that cannot be
+    started or reached) is returned, to fail each of the arm's cells with its line."""
+    runtime = None
+    w = exp.workload
+    try:
+        runtime = start(exp.runtime(arm), exp.runtime_knobs(arm), checkpoint)
+        runtime.warm_up(w.prompt_tokens, w.max_new_tokens, exp.seed,
+                        max(w.prompt_tokens) + w.shared_prefix_tokens + w.max_new_tokens)
+        return runtime
+    except RuntimeFault as fault:
+        if runtime is not None:
+            runtime.stop()
+        return fault
+    except BaseException:
+        if runtime is not None:
+            runtime.stop()
+        raise
 
 
 @dataclass
@@ -162,7 +163,8 @@ class RunSummary:
     planned: int = 0
     skipped: int = 0
     completed: int = 0
-    failed_cell: Cell | None = None
+    failed_cell: Cell | None = None                       # the cell an error stopped the run in
+    faults: list[tuple[Cell, str]] = field(default_factory=list)  # cells a runtime fault cost
 
 
 def run_experiment(exp: Experiment, db_path: Path, progress: Progress, *,
@@ -187,44 +189,61 @@ def run_experiment(exp: Experiment, db_path: Path, progress: Progress, *,
             return summary
         stream = PromptStream(exp.workload, exp.seed, checkpoint, width=max(exp.concurrency))
         progress.plan([cell_seconds(exp, c.concurrency) for c in todo])
-        engines: dict[str, Engine] = {}
-        model_sha256 = None
-        for k, cell in enumerate(todo, 1):
-            if cell.arm not in engines:
-                progress.note(f"loading and warming up the engine for arm {cell.arm}")
-                engines[cell.arm] = Engine.from_pretrained(checkpoint, **exp.knobs(cell.arm))
-                warm_up(engines[cell.arm], exp)
-            engine = engines[cell.arm]
-            model_sha256 = model_sha256 or engine.checkpoint_sha256()
-            label = CellLabel(k, len(todo), cell.arm, cell.concurrency, cell.round)
-            run_id = st.begin_run(
-                experiment=exp.name, declaration_sha256=exp.sha256, arm=cell.arm,
-                concurrency=cell.concurrency, round=cell.round, chip_id=chip_id,
-                model_sha256=model_sha256, code_version=code, knobs=engine.config.as_dict(),
-                seed=exp.seed, quick=exp.quick)
-            # Each cell starts with a cold prefix cache: otherwise a later cell would reuse the
-            # prompts an earlier cell (same prompts, other concurrency or round) left behind.
-            engine.clear_prefix_cache()
-            w = exp.workload
-            target = CellTarget(cell.concurrency * w.requests_per_client, w.min_cell_seconds,
-                                w.min_cell_tokens, progress.estimates[k - 1])
-            progress.cell_started(label, target)
-            before = load.sample()
-            t = time.perf_counter()
-            try:
-                rows = run_cell(engine, stream, cell.concurrency, exp, progress)
-            except BaseException:
-                st.finish_run(run_id, "failed", load=load.figures(before, load.sample()))
-                summary.failed_cell = cell
-                progress.cell_finished(label, "failed", 0, time.perf_counter() - t)
-                raise
-            seconds = time.perf_counter() - t
-            figures = load.figures(before, load.sample())
-            with st.transaction():
-                st.append_requests(run_id, rows.requests)
-                st.append_passes(run_id, rows.passes)
-                st.finish_run(run_id, "complete", load=figures)
-            summary.completed += 1
-            progress.cell_finished(label, "complete", rows.output_tokens, seconds,
-                                   requests=len(rows.requests))
+        runtimes: dict[str, Runtime | RuntimeFault] = {}
+        model_sha256 = checkpoint_sha256(checkpoint)
+        last = {cell.arm: k for k, cell in enumerate(todo, 1)}
+        try:
+            for k, cell in enumerate(todo, 1):
+                if cell.arm not in runtimes:
+                    progress.note(f"loading and warming up {exp.runtime(cell.arm)} for arm {cell.arm}")
+                    runtimes[cell.arm] = start_arm(exp, cell.arm, checkpoint)
+                _cell(st, exp, cell, runtimes[cell.arm], stream, progress, summary,
+                      CellLabel(k, len(todo), cell.arm, cell.concurrency, cell.round),
+                      dict(chip_id=chip_id, model_sha256=model_sha256, code_version=code))
+                if k == last[cell.arm] and isinstance(runtimes[cell.arm], Runtime):
+                    runtimes.pop(cell.arm).stop()   # the arm is done: its server goes now
+        finally:  # whatever ends the run ends every runtime: no server outlives it
+            for runtime in runtimes.values():
+                if isinstance(runtime, Runtime):
+                    runtime.stop()
     return summary
+
+
+def _cell(st: Store, exp: Experiment, cell: Cell, runtime: Runtime | RuntimeFault,
+          stream: PromptStream, progress: Progress, summary: RunSummary, label: CellLabel,
+          run: dict) -> None:
+    knobs = runtime.knobs if isinstance(runtime, Runtime) else exp.runtime_knobs(cell.arm)
+    run_id = st.begin_run(
+        experiment=exp.name, declaration_sha256=exp.sha256, arm=cell.arm,
+        concurrency=cell.concurrency, round=cell.round, knobs=knobs, seed=exp.seed,
+        quick=exp.quick, runtime=exp.runtime(cell.arm), **run)
+    w = exp.workload
+    target = CellTarget(cell.concurrency * w.requests_per_client, w.min_cell_seconds,
+                        w.min_cell_tokens, progress.estimates[label.index - 1])
+    progress.cell_started(label, target)
+    before = load.sample()
+    t = time.perf_counter()
+    try:
+        if isinstance(runtime, RuntimeFault):
+            raise RuntimeFault(str(runtime))
+        rows = run_cell(runtime, stream, cell.concurrency, exp, progress)
+    except RuntimeFault as fault:   # costs this cell only: one line, and on to the next
+        st.finish_run(run_id, "failed", load=load.figures(before, load.sample()))
+        summary.faults.append((cell, str(fault)))
+        progress.cell_finished(label, "failed", 0, time.perf_counter() - t, reason=str(fault))
+        return
+    except BaseException:
+        st.finish_run(run_id, "failed", load=load.figures(before, load.sample()))
+        summary.failed_cell = cell
+        progress.cell_finished(label, "failed", 0, time.perf_counter() - t)
+        raise
+    seconds = time.perf_counter() - t
+    figures = load.figures(before, load.sample())
+    with st.transaction():
+        st.append_requests(run_id, rows.stored_requests())
+        if rows.passes:
+            st.append_passes(run_id, rows.passes)
+        st.finish_run(run_id, "complete", load=figures)
+    summary.completed += 1
+    progress.cell_finished(label, "complete", rows.output_tokens, seconds,
+                           requests=len(rows.requests))

@@ -130,16 +130,19 @@ class Progress:
         self.stream.flush()
 
     def cell_finished(self, cell: CellLabel, status: str, tokens: int, seconds: float,
-                      requests: int = 0) -> None:
+                      requests: int = 0, reason: str | None = None) -> None:
+        """`reason`: why a cell failed (a runtime fault), said instead of its figures."""
         self.cell_seconds += seconds
         if self.estimates and cell.index <= len(self.estimates):
             self.estimated_done += self.estimates[cell.index - 1]
         rate = tokens / max(seconds, 1e-9)
         if self.mode == "tty":
             self.stream.write("\r\x1b[2K")
-        self._emit("cell_finished",
-                   f"{cell} {status}: {requests} requests, {tokens} tokens in {seconds:.2f} s "
-                   f"({rate:,.1f} tok/s), ETA {_clock(self.eta())}",
+        text = (f"{cell} {status}: {reason}" if reason else
+                f"{cell} {status}: {requests} requests, {tokens} tokens in {seconds:.2f} s "
+                f"({rate:,.1f} tok/s), ETA {_clock(self.eta())}")
+        extra = {"reason": reason} if reason else {}
+        self._emit("cell_finished", text,
                    cell=cell.index, cells=cell.total, arm=cell.arm, concurrency=cell.concurrency,
                    round=cell.round, status=status, requests=requests, tokens=tokens,
-                   seconds=round(seconds, 3))
+                   seconds=round(seconds, 3), **extra)

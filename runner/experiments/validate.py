@@ -2,8 +2,9 @@
 
 `check(doc)` takes the parsed TOML and returns the checked values plus every problem as
 (key, reason), never raising on bad input: types, ranges, unknown keys, the rule that
-concurrency holds 1 and each arm's ceiling (max_batch_size), engine knobs (through
-EngineConfig and Engine.check_knobs, attributed to `engine.<knob>` or `arms.<arm>.<knob>`),
+concurrency holds 1 and each arm's ceiling (max_batch_size), each arm's knobs for its
+`runtime` (our engine's through EngineConfig and Engine.check_knobs, the other runtimes'
+through runner.runtimes.knobs; attributed to `engine.<knob>` or `arms.<arm>.<knob>`),
 and the model and prompt files. It does not know file names; declaration.py adds them.
 """
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 
 from runner.engine import EngineConfig
 from runner.engine.checkpoint import resolve_checkpoint
+from runner.runtimes import knobs as runtime_knobs
+from runner.runtimes.knobs import DEFAULT_RUNTIME, RUNTIMES
 
 TOP_KEYS = ("title", "model", "seed", "rounds", "concurrency", "workload", "engine", "arms")
 WORKLOAD_KEYS = ("prompts", "requests_per_client", "prompt_tokens", "max_new_tokens",
@@ -138,18 +141,30 @@ def _workload(c: _Checker, table: dict | None) -> dict:
 
 
 def _knob_table(c: _Checker, table: dict | None, prefix: str) -> dict:
+    """The table's knobs of a valid kind; which knobs an arm may have depends on its
+    runtime, so names and values are checked per arm (_arm_knobs)."""
     knobs = {}
     for knob, value in (table or {}).items():
         if not isinstance(value, (str, int, float, bool)):
             c.bad(prefix + knob, f"expected a string, number or boolean, got {value!r}")
             continue
+        knobs[knob] = value
+    return knobs
+
+
+def _engine_knobs(c: _Checker, merged: dict, where) -> dict:
+    """Our engine's knobs one by one (a bad one is reported and left out, so that the
+    whole-config checks still run on the rest and every problem is reported together)."""
+    valid = {}
+    for knob, value in merged.items():
         try:
             EngineConfig.from_kwargs(**{knob: value})
         except ValueError as e:
-            c.bad(prefix + knob, str(e))
+            other = [r for r in RUNTIMES if r != DEFAULT_RUNTIME and knob in runtime_knobs.KNOBS[r]]
+            c.bad(where(knob), runtime_knobs.not_a_knob(DEFAULT_RUNTIME, knob) if other else str(e))
             continue
-        knobs[knob] = value
-    return knobs
+        valid[knob] = value
+    return valid
 
 
 def _checkpoint(c: _Checker, model: str | None) -> Path | None:
@@ -172,28 +187,42 @@ def _arm_knobs(c: _Checker, engine: dict, arms: dict, concurrency: list[int] | N
     for arm, own in arms.items():
         merged = {**engine, **own}
 
+        def where(knob: str | None) -> str:
+            return (f"arms.{arm}.{knob}" if knob in own else f"engine.{knob}" if knob in engine
+                    else f"arms.{arm}")
+
         def blame(e: ValueError) -> None:
             m = _KNOB.search(str(e))
-            knob = next((g for g in m.groups() if g), None) if m else None
-            where = (f"arms.{arm}.{knob}" if knob in own else f"engine.{knob}" if knob in engine
-                     else f"arms.{arm}")
-            c.bad(where, str(e))
+            c.bad(where(next((g for g in m.groups() if g), None) if m else None), str(e))
 
-        try:
-            cfg = EngineConfig.from_kwargs(**merged)
-        except ValueError as e:
-            blame(e)
+        runtime = merged.pop("runtime", DEFAULT_RUNTIME)
+        if runtime not in RUNTIMES:
+            c.bad(where("runtime"), f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
             continue
-        if concurrency:
-            for level, why in ((1, "1 (one sequence)"), (cfg.max_batch_size, "the ceiling")):
-                if level not in concurrency:
-                    c.bad("concurrency", f"must contain {why}: {level} for arm {arm!r} "
-                          f"(max_batch_size {cfg.max_batch_size}), got {concurrency}")
-        if checkpoint is not None:
+        if runtime != DEFAULT_RUNTIME:
+            _, problems = runtime_knobs.check(runtime, merged, checkpoint)
+            for knob, reason in problems:  # a missing knob is the arm's to add
+                if knob in engine and knob not in own:
+                    reason += f" (arm {arm!r})"   # a shared knob: say which arm it fails in
+                c.bad(where(knob) if knob in merged else f"arms.{arm}.{knob}", reason)
+            ceiling = None if any(k == "max_batch_size" for k, _ in problems) else runtime_knobs.ceiling(merged)
+        else:
+            merged = _engine_knobs(c, merged, where)
             try:
-                Engine.check_knobs(checkpoint, **merged)
+                ceiling = EngineConfig.from_kwargs(**merged).max_batch_size
             except ValueError as e:
                 blame(e)
+                continue
+            if checkpoint is not None:
+                try:
+                    Engine.check_knobs(checkpoint, **merged)
+                except ValueError as e:
+                    blame(e)
+        if concurrency and ceiling is not None:
+            for level, why in ((1, "1 (one sequence)"), (ceiling, "the ceiling")):
+                if level not in concurrency:
+                    c.bad("concurrency", f"must contain {why}: {level} for arm {arm!r} "
+                          f"(max_batch_size {ceiling}), got {concurrency}")
 
 
 def _prompts(c: _Checker, workload: dict, checkpoint: Path | None) -> None:

@@ -141,13 +141,30 @@ def chart(data: PostData, metric: str, x: str = "concurrency") -> Markup:
     return data.token(html, "")
 
 
+def _not_measured(data: PostData, metric: str) -> tuple[list[str], str]:
+    """The arms whose runtime records none of a per-pass metric, and the one line the page
+    says about them instead of drawing them as empty or zero."""
+    absent = [a for a in data.arm_order if data.missing_reason(metric, a)]
+    by_reason: dict[str, list[str]] = {}
+    for arm in absent:
+        by_reason.setdefault(data.missing_reason(metric, arm), []).append(arm)
+    label = METRICS[metric].label
+    return absent, "; ".join(f"{label[0].upper() + label[1:]} {reason} "
+                             f"(arm{'s' if len(arms) > 1 else ''} {', '.join(arms)})"
+                             for reason, arms in by_reason.items())
+
+
 def drafted_by_width_chart(data: PostData) -> Markup:
+    absent, line = _not_measured(data, "drafted_passes")
+    note = str(Markup('<p class="bothrows-absent">{}.</p>').format(line)) if line else ""
+    if absent and len(absent) == len(data.arm_order):
+        return data.token(note, "")
     runs = data.reader.drafted_by_width_runs(data.experiment, data.quick)
     reg = data.regimes
     widths = sorted({w for _, _, w in runs} | {1, reg.ceiling})
     series = []
     for chip in reg.chips:
-        for arm in data.arm_order:
+        for arm in [a for a in data.arm_order if a not in absent]:
             pts = [(w, share_interval((data.experiment, chip, arm, w), *runs[(chip, arm, w)]))
                    for w in widths if (chip, arm, w) in runs]
             pct = lambda v: None if v is None else round(v * 100, 4)  # noqa: E731
@@ -165,4 +182,4 @@ def drafted_by_width_chart(data: PostData) -> Markup:
                         caption="share of passes at each batch width that carried drafts, one "
                                 "panel per chip; bars show the 95% interval from resampling the runs",
                         sql_href=sql_href)
-    return data.token(html, "")
+    return data.token(note + html, "")

@@ -127,12 +127,15 @@ def is_level(stated_text: str) -> bool:
     return str(stated_text).strip().lower() in LEVEL_WORDS
 
 
-def judge(number: int, stated_text: str, measured: Measured, line: int | None) -> Verdict:
+def judge(number: int, stated_text: str, measured: Measured, line: int | None,
+          missing_reason: str | None = None) -> Verdict:
+    """`missing_reason`: why a value is absent when the data knows (e.g. "not measured by
+    runtime mlx-lm-server"), said instead of "no data behind this claim"."""
     def verdict(ok: bool, reason: str) -> Verdict:
         return Verdict(number, stated_text, measured, ok, reason, line)
 
     if measured.value is None:
-        return verdict(False, "no data behind this claim")
+        return verdict(False, missing_reason or "no data behind this claim")
     if is_level(stated_text):
         if measured.no_change() is None:
             return verdict(False, "'level' needs a comparison (gain(), ratio() or traffic_gain())")

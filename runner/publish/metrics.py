@@ -32,5 +32,9 @@ METRICS: dict[str, MetricSpec] = {m.name: m for m in (
 )}
 
 
+# Computed from per-pass rows: absent (NULL) for a run whose runtime records no passes.
+PER_PASS = ("passes", "drafted_passes", "acceptance", "state_mb", "max_state_mb")
+
+
 def unknown_metric_message(name: object) -> str:
     return f"unknown metric {name!r}; known metrics: {', '.join(METRICS)}"

@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from runner.publish.claims import Measured, Verdict, claim_link, judge
 from runner.publish.home import Judging, match_chip
-from runner.publish.metrics import METRICS, unknown_metric_message
+from runner.publish.metrics import METRICS, PER_PASS, unknown_metric_message
 from runner.publish.regimes import Regimes, check_regimes
 from runner.publish.templating import template_line
 from runner.publish.views import ViewCache
@@ -68,6 +68,7 @@ class PostState:
     sql: dict[str, str] = field(default_factory=dict)           # download file name -> SQL text
     claim_cells: set[tuple[str, str, str, int]] = field(default_factory=set)  # (experiment, chip, arm, c)
     cells_of: dict[int, set] = field(default_factory=dict)       # id(Measured) -> its cells
+    missing_of: dict[int, str] = field(default_factory=dict)     # id(Measured) -> why it is absent
     home_problem_told: bool = False
 
 
@@ -100,6 +101,7 @@ class PostData:
         self.arm_order = tuple(arms)
         self.base = base if base is not None else (arms[0] if arms else "")
         self.model = experiment                 # the declaration's model, when post.py knows it
+        self.runtimes = self.reader.arm_runtimes(experiment, quick)   # arm -> (runtime, has passes)
         self.params = {"experiment": experiment, "quick": quick, "as_of": None}
 
     # -- plumbing -----------------------------------------------------------
@@ -166,6 +168,20 @@ class PostData:
         self._cells_of[id(m)] = {(self.experiment, *c) for c in cells}
         return m
 
+    def missing_reason(self, metric: str, *arms: str) -> str | None:
+        """Why a metric has no value for these arms when their runtime records none of it."""
+        for arm in arms:
+            runtime, has_passes = self.runtimes.get(arm, ("", True))
+            if metric in PER_PASS and not has_passes:
+                return f"not measured by runtime {runtime}"
+        return None
+
+    def _absent(self, m: Measured, metric: str, *arms: str) -> Measured:
+        reason = self.missing_reason(metric, *arms)
+        if m.value is None and reason:
+            self.state.missing_of[id(m)] = reason
+        return m
+
     def homeless(self, chip: str | None) -> bool:
         """A value with no chip because the post has no home: that problem is reported
         once, so its claims do not each fail again."""
@@ -185,7 +201,7 @@ class PostData:
         what = f"{name} of {arm} at concurrency {concurrency} on {self.label_of(chip_id, chip)}"
         key = (chip_id, arm, int(concurrency), name)
         if not ok or key not in self.judged.cells:
-            return self.measured(None, None, None, 0, "value", what, name, set())
+            return self._absent(self.measured(None, None, None, 0, "value", what, name, set()), name, arm)
         cell = self.judged.cells[key]
         return self.measured(cell.mean, cell.lo, cell.hi, cell.n_rounds, "value", what, name,
                               {(chip_id, arm, int(concurrency))})
@@ -200,8 +216,8 @@ class PostData:
             return self.measured(None, None, None, 0, kind, what, metric, set())
         c = int(concurrency)
         e = self.judged.compare(metric, chip_id, arm, base, c, kind)
-        return self.measured(e.value, e.lo, e.hi, e.n_rounds, kind, what, metric,
-                              {(chip_id, arm, c), (chip_id, base, c)})
+        return self._absent(self.measured(e.value, e.lo, e.hi, e.n_rounds, kind, what, metric,
+                                          {(chip_id, arm, c), (chip_id, base, c)}), metric, arm, base)
 
     def claim(self, stated: object, measured: object) -> Markup:
         line = caller_line()
@@ -211,7 +227,8 @@ class PostData:
             return Markup.escape(str(stated))
         self.state.claim_cells |= self._cells_of.get(id(measured), set())
         verdict = judge(len(self.verdicts) + 1, str(stated), measured,
-                        None if line is None else line + self.line_offset)
+                        None if line is None else line + self.line_offset,
+                        self.state.missing_of.get(id(measured)))
         self.verdicts.append(verdict)
         told = measured.value is None and self.state.home_problem_told and self.judging.chip_id is None
         if not verdict.ok and not told:

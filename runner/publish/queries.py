@@ -199,6 +199,13 @@ WHERE experiment = $experiment AND status = 'complete' AND NOT quick AND round =
   AND concurrency = (SELECT min(concurrency) FROM runs WHERE experiment = $experiment)
 ORDER BY started_at"""
 
+# Each arm's runtime (runs from before the runtime column are our engine's) and whether
+# its runs have per-pass rows: a runtime without them leaves the per-pass metrics NULL.
+ARM_RUNTIMES_SQL = "WITH " + CHOSEN_RUNS + """
+SELECT c.arm, string_agg(DISTINCT coalesce(c.runtime, 'bothrows'), ', ' ORDER BY coalesce(c.runtime, 'bothrows')),
+       bool_or(EXISTS (SELECT 1 FROM passes p WHERE p.run_id = c.run_id))
+FROM chosen c GROUP BY c.arm ORDER BY c.arm"""
+
 REMEASURED_SQL = """
 SELECT r.run_id, r.chip_id, r.arm, r.concurrency, r.round,
        strftime(r.started_at, '%Y-%m-%d') AS day, r.code_version
@@ -371,6 +378,14 @@ class Reader:
             return set()
         p = {"experiment": experiment, "quick": quick, "as_of": None, **BUSY}
         return {(c, a, int(k)) for c, a, k in self._rows(BUSY_CELLS_SQL, p)}
+
+    def arm_runtimes(self, experiment: str, quick: bool) -> dict[str, tuple[str, bool]]:
+        """arm -> (its runtime, whether its runs have per-pass rows)."""
+        cols = {r[0] for r in self.con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'").fetchall()}
+        sql = ARM_RUNTIMES_SQL if "runtime" in cols else ARM_RUNTIMES_SQL.replace("c.runtime", "NULL")
+        p = {"experiment": experiment, "quick": quick, "as_of": None}
+        return {a: (rt, bool(has)) for a, rt, has in self._rows(sql, p)}
 
     def remeasured(self, experiment: str, quick: bool, since: datetime) -> list[tuple]:
         """Complete runs started at or after `since`

@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS runs (
     finished_at        TIMESTAMP,
     status             VARCHAR NOT NULL     -- running | complete | failed
 
-    -- later columns come from MIGRATIONS in store.py (2: the load figures)
+    -- later columns come from MIGRATIONS in store.py (2: the load figures, 3: runtime)
 );
 
 CREATE TABLE IF NOT EXISTS requests (
@@ -39,11 +39,11 @@ CREATE TABLE IF NOT EXISTS requests (
     client         INTEGER NOT NULL,
     prompt_tokens  INTEGER NOT NULL,
     output_tokens  INTEGER NOT NULL,
-    cached_tokens  INTEGER NOT NULL,
+    cached_tokens  INTEGER NOT NULL,  -- NULL allowed from version 3 (not reported)
     arrival_ns     BIGINT NOT NULL,   -- relative to the cell's start
     first_token_ns BIGINT NOT NULL,
     done_ns        BIGINT NOT NULL,
-    output_sha256  VARCHAR NOT NULL
+    output_sha256  VARCHAR NOT NULL   -- NULL allowed from version 3 (a text-only stream)
 );
 
 CREATE TABLE IF NOT EXISTS passes (

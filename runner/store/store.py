@@ -35,15 +35,25 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE runs ADD COLUMN steal_fraction DOUBLE;       -- stolen CPU time / all CPU time
     ALTER TABLE runs ADD COLUMN busy_fraction_other DOUBLE;  -- other processes' CPU time / all
     """,
+    # Runs on other runtimes (runner/runtimes/): which one measured the run (NULL: a run from
+    # before this column, all of which are our engine's), and request figures a server does
+    # not report are NULL rather than 0: cached_tokens when its usage figures lack them, and
+    # output_sha256 when it streams text, not token ids.
+    3: """
+    ALTER TABLE runs ADD COLUMN runtime VARCHAR;
+    ALTER TABLE requests ALTER COLUMN cached_tokens DROP NOT NULL;
+    ALTER TABLE requests ALTER COLUMN output_sha256 DROP NOT NULL;
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 # Columns later migrations added, with their Arrow types: rows exported before a migration
 # lack them, and an import fills them with NULL (runner.store.exchange).
 ADDED_COLUMNS: dict[str, dict[str, pa.DataType]] = {
     "runs": {"loadavg_start": pa.float64(), "loadavg_end": pa.float64(),
-             "steal_fraction": pa.float64(), "busy_fraction_other": pa.float64()},
+             "steal_fraction": pa.float64(), "busy_fraction_other": pa.float64(),
+             "runtime": pa.string()},
 }
-LOAD_COLUMNS = tuple(ADDED_COLUMNS["runs"])
+LOAD_COLUMNS = ("loadavg_start", "loadavg_end", "steal_fraction", "busy_fraction_other")
 
 CHIP_COLUMNS = ("name", "device", "cores", "memory_bytes", "os", "mlx_version")
 REQUEST_SCHEMA = pa.schema([
@@ -182,17 +192,18 @@ class Store:
 
     def begin_run(self, *, experiment: str, declaration_sha256: str, arm: str, concurrency: int,
                   round: int, chip_id: str, model_sha256: str, code_version: str, knobs: dict,
-                  seed: int, quick: bool, started_at: datetime | None = None) -> str:
+                  seed: int, quick: bool, started_at: datetime | None = None,
+                  runtime: str = "bothrows") -> str:
         if not self._one("SELECT 1 FROM chips WHERE chip_id = ?", [chip_id]):
             raise StoreError(f"begin_run: chip {chip_id!r} is not in the database; call ensure_chip first")
         run_id = uuid.uuid4().hex
         self.con.execute(  # columns named: later migrations append columns to the table
             "INSERT INTO runs (run_id, experiment, declaration_sha256, arm, concurrency, round, "
             "chip_id, model_sha256, code_version, knobs, seed, quick, started_at, finished_at, "
-            "status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running')",
+            "status, runtime) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running', ?)",
             [run_id, experiment, declaration_sha256, arm, int(concurrency), int(round), chip_id,
              model_sha256, code_version, json.dumps(knobs, sort_keys=True, default=str), int(seed),
-             bool(quick), _utc_naive(started_at)])
+             bool(quick), _utc_naive(started_at), str(runtime)])
         return run_id
 
     def append_requests(self, run_id: str, rows: list[dict]) -> None:
