@@ -1,27 +1,37 @@
-"""Hypothesis properties of batching, chunking and accounting on tiny fp32 models."""
+"""Hypothesis properties of batching, chunking, the pass token budget, accounting and
+per-token commit times on tiny fp32 models."""
 from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
 
 from hypothesis import given, settings, strategies as st
 
 from runner.engine import Engine, PassEvent, collect
 
 prompts_st = st.lists(st.lists(st.integers(1, 300), min_size=1, max_size=40), min_size=1, max_size=6)
+budgets = st.sampled_from([0, 1, 2, 5, 16])   # max_pass_tokens; 0: no budget
 
 
 @settings(max_examples=60)
 @given(prompts=prompts_st, batch=st.integers(1, 4), chunk=st.sampled_from([1, 3, 8, 64]),
-       max_new=st.integers(1, 9))
-def test_output_independent_of_batch_and_chunk(engine_cache, prompts, batch, chunk, max_new):
+       budget=budgets, max_new=st.integers(1, 9))
+def test_output_independent_of_batch_chunk_and_budget(engine_cache, prompts, batch, chunk, budget, max_new):
     alone = engine_cache(max_batch_size=1, prefill_chunk=256)
     expected = [alone.generate([p], max_new_tokens=max_new)[0] for p in prompts]
-    assert engine_cache(max_batch_size=batch, prefill_chunk=chunk).generate(prompts, max_new_tokens=max_new) == expected
+    eng = engine_cache(max_batch_size=batch, prefill_chunk=chunk, max_pass_tokens=budget)
+    assert eng.generate(prompts, max_new_tokens=max_new) == expected
 
 
-@given(prompts=prompts_st, batch=st.integers(1, 4), chunk=st.sampled_from([2, 5, 16]), max_new=st.integers(1, 9))
-def test_accounting_adds_up(engine_cache, prompts, batch, chunk, max_new):
-    eng = engine_cache(max_batch_size=batch, prefill_chunk=chunk)
+@given(prompts=prompts_st, batch=st.integers(1, 4), chunk=st.sampled_from([2, 5, 16]), budget=budgets,
+       max_new=st.integers(1, 9))
+def test_accounting_adds_up(engine_cache, prompts, batch, chunk, budget, max_new):
+    eng = engine_cache(max_batch_size=batch, prefill_chunk=chunk, max_pass_tokens=budget)
     outs, passes, reqs = collect(eng, prompts, max_new)
     assert all(1 <= p.width <= batch for p in passes)
+    for p in passes:  # the budget: decode rows first and never cut, prefill in what is left
+        if budget:
+            assert p.prefill_tokens <= max(budget - p.decode_tokens, 0)
+            assert p.decode_tokens or p.prefill_tokens >= 1
     for out in outs:  # exactly max_new_tokens, or fewer ending at EOS
         assert len(out) == max_new or (len(out) < max_new and out[-1] in eng.eos)
     assert sum(p.emitted for p in passes) == sum(len(o) for o in outs) == sum(r.output_tokens for r in reqs)
@@ -107,3 +117,26 @@ def test_collect_gives_outputs_and_events_and_puts_the_sink_back(engine_cache):
     assert outs == eng.generate([[5, 6, 7], [8]], max_new_tokens=3)
     assert [r.tokens for r in sorted(reqs, key=lambda r: r.request_id)] == [tuple(o) for o in outs]
     assert sum(p.emitted for p in passes) == 6 and all(isinstance(p, PassEvent) for p in passes)
+
+
+@settings(max_examples=40)
+@given(prompts=prompts_st, batch=st.integers(1, 4), policy=st.sampled_from([None, "always", "solo", "adaptive"]),
+       sync=st.sampled_from(["eager", "lazy"]), pipeline=st.booleans(), budget=st.sampled_from([0, 3]),
+       max_new=st.integers(1, 9))
+def test_every_token_carries_its_commit_time(engine_cache, prompts, batch, policy, sync, pipeline, budget, max_new):
+    spec = dict(mtp=True, draft_policy=policy, mtp_sync=sync) if policy else {}
+    eng = engine_cache(max_batch_size=batch, prefill_chunk=8, pipeline=pipeline, max_pass_tokens=budget, **spec)
+    _, passes, reqs = collect(eng, prompts, max_new)
+    assert len(reqs) == len(prompts)
+    for r in reqs:
+        t = r.token_ns
+        assert len(t) == r.output_tokens == len(r.tokens)
+        assert list(t) == sorted(t) and t[0] == r.first_token_ns and t[-1] == r.done_ns
+        assert r.arrival_ns <= t[0]
+    # Each token was stamped by the step that committed its pass (a queued pass's too):
+    # a pass's window holds exactly the tokens it emitted, all with one time.
+    times = sorted(x for r in reqs for x in r.token_ns)
+    for p in passes:
+        lo, hi = bisect_left(times, p.start_ns), bisect_right(times, p.start_ns + p.duration_ns)
+        assert hi - lo == p.emitted and len(set(times[lo:hi])) <= 1
+    assert sum(p.emitted for p in passes) == len(times)

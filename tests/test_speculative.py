@@ -18,16 +18,18 @@ policies = st.sampled_from(["never", "always", "solo", "max_width:2", "adaptive"
 @settings(max_examples=60)
 @given(prompts=prompts_st, batch=st.integers(1, 4), chunk=st.sampled_from([3, 16]), policy=policies,
        sync=st.sampled_from(["eager", "lazy"]), cache=st.sampled_from([0, 4096]), max_new=st.integers(1, 10),
-       block=st.sampled_from([4, 16]))
-def test_greedy_speculation_is_lossless(engine_cache, prompts, batch, chunk, policy, sync, cache, max_new, block):
+       block=st.sampled_from([4, 16]), budget=st.sampled_from([0, 1, 3, 8]))
+def test_greedy_speculation_is_lossless(engine_cache, prompts, batch, chunk, policy, sync, cache, max_new, block,
+                                        budget):
     plain = engine_cache(max_batch_size=1).generate(prompts, max_new_tokens=max_new)
     spec = engine_cache(max_batch_size=batch, prefill_chunk=chunk, mtp=True, draft_policy=policy,
-                        mtp_sync=sync, prefix_cache_bytes=cache, kv_block_size=block)
+                        mtp_sync=sync, prefix_cache_bytes=cache, kv_block_size=block, max_pass_tokens=budget)
     outs, passes, _ = collect(spec, prompts, max_new)
     assert outs == plain
     assert all(len(o) <= max_new for o in outs)
     for p in passes:
         assert 0 <= p.accepted <= p.drafted <= p.width <= batch
+        assert not budget or p.prefill_tokens <= max(budget - p.decode_tokens, 0)  # drafts count 2
         assert p.emitted <= p.width + p.accepted  # one token a row, two when its draft held
         if policy == "never" or (policy == "solo" and p.width > 1) or (policy == "max_width:2" and p.width > 2):
             assert p.drafted == 0
@@ -51,7 +53,7 @@ def _seq(max_new=5):
 def test_eos_as_accepted_draft_drops_the_bonus():
     seq = _seq()
     assert commit(seq, [9, 4], eos=frozenset({9}), now_ns=1) == 1
-    assert seq.output == [9] and seq.finish_reason == "eos"
+    assert seq.output == [9] and seq.finish_reason == "eos" and seq.token_ns == [1]
 
 
 def test_draft_and_bonus_on_the_boundary_never_exceed_max_new_tokens():
@@ -59,6 +61,7 @@ def test_draft_and_bonus_on_the_boundary_never_exceed_max_new_tokens():
     commit(seq, [5, 6], frozenset(), 1)
     assert commit(seq, [7, 8], frozenset(), 2) == 1
     assert seq.output == [5, 6, 7] and seq.finish_reason == "length"
+    assert seq.token_ns == [1, 1, 2] and seq.first_token_ns == 1  # a draft and its bonus share a time
 
 
 def test_prefix_cache_reuses_blocks_within_budget(engine_cache):

@@ -105,10 +105,19 @@ def parse_bytes(value: Any, knob: str = "prefix_cache_bytes") -> int:
 
 @dataclass(slots=True)
 class EngineConfig:
-    """Every engine knob. Validated in __post_init__; classes copy what they need."""
+    """Every engine knob. Validated in __post_init__; classes copy what they need.
+
+    max_pass_tokens: a per-pass token budget (Sarathi-Serve's stall-free batching, vLLM's
+    max_num_batched_tokens); 0 or None: no budget. Decode rows are scheduled first (1
+    token each, 2 with a draft), then prefill chunks, each cut to the budget left and to
+    prefill_chunk. The budget never starves decoding: decode rows all run even when they
+    alone exceed it (that pass then schedules no prefill), and a pass without decode
+    rows always prefills at least one token.
+    """
 
     max_batch_size: int = 4
     prefill_chunk: int = 256
+    max_pass_tokens: Optional[int] = 0  # 0 or None: no per-pass token budget
     dtype: str = "float32"
     mtp: bool = False
     draft_policy: str = "always"
@@ -129,6 +138,11 @@ class EngineConfig:
             v = getattr(self, knob)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise bad(knob, f"expected a positive integer, got {v!r}")
+        if self.max_pass_tokens is None:
+            self.max_pass_tokens = 0
+        v = self.max_pass_tokens
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise bad("max_pass_tokens", f"expected an integer >= 1, or 0 for no budget, got {v!r}")
         if isinstance(self.index_topk, bool) or not isinstance(self.index_topk, int) or self.index_topk < 0:
             raise bad("index_topk", f"expected an integer >= 0, got {self.index_topk!r}")
         if self.dtype not in DTYPES:

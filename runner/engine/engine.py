@@ -42,7 +42,8 @@ class Engine:
         self.pool = BlockPool(args, config.kv_block_size, DTYPES[config.dtype], with_mtp=config.mtp,
                               with_indexer=config.index_topk > 0)
         self.prefix = PrefixCache(self.pool, config.prefix_cache_bytes)
-        self.scheduler = Scheduler(config.max_batch_size, config.prefill_chunk, self.pool, self.prefix)
+        self.scheduler = Scheduler(config.max_batch_size, config.prefill_chunk, self.pool, self.prefix,
+                                   config.max_pass_tokens)
         self.forward = Forward(model, self.pool, config.index_topk, config.compile)
         self.policy = DraftPolicy(config.draft_policy, config.draft_max_width,
                                   lazy_mtp=config.mtp and config.mtp_sync == "lazy")
@@ -164,8 +165,8 @@ class Engine:
         emitted, accepted = self._commit(cur, out)
         mtp_ran = self._draft_next(cur, out)
         # Read before _retire, which frees finished rows' blocks: the event reports what
-        # every row of the pass held, the rows it finished included.
-        row_bytes = [self._row_bytes(s) for s in cur.plan.rows]
+        # every live row held, the rows the pass finished and those it left out included.
+        row_bytes = [self._row_bytes(s) for s in self._live_rows(cur.plan)]
         finished = self._retire(cur.plan)
         self.prefix.evict_to_budget()
         duration = time.perf_counter_ns() - t0
@@ -185,10 +186,20 @@ class Engine:
                 cur = self.launcher.launch(self._drafting)
         return cur
 
+    def _live_rows(self, plan: PassPlan) -> list[Sequence]:
+        """The pass's rows, and the running rows the token budget left out of it (a prefill
+        waiting for room: it holds blocks all the same)."""
+        running = self.scheduler.running
+        if len(running) == len(plan.rows):
+            return plan.rows
+        inside = set(plan.rows)
+        return plan.rows + [s for s in running if s not in inside]
+
     def _commit(self, cur: Launched, out: Landed) -> tuple[int, int]:
         """Commit each row's tokens; returns (tokens emitted, drafts accepted)."""
         plan, emitted, accepted = cur.plan, 0, 0
-        now = time.perf_counter_ns()
+        now = time.perf_counter_ns()        # every token this pass commits is stamped with it:
+                                            # one clock read a pass, one int appended a token
         sampled = [b for b, s in enumerate(plan.rows) if s.temperature > 0]
         host_logits = dict(zip(sampled, np.array(cur.logits[mx.array(sampled)]))) if sampled else {}
         for b, seq in enumerate(plan.rows):
@@ -221,8 +232,7 @@ class Engine:
         return cur.fused or self.drafter.eager or want
 
     def _retire(self, plan: PassPlan) -> list[RequestEvent]:
-        done, now = [], time.perf_counter_ns()
-        mtp_on = self.drafter is not None
+        done, mtp_on = [], self.drafter is not None
         for seq in plan.rows:
             if seq.done_ns:                 # retired after an earlier pass
                 continue
@@ -231,11 +241,11 @@ class Engine:
                 self.prefix.insert(seq.prompt, seq.blocks, valid)
                 seq.prefix_offered = True
             if seq.finished:
-                seq.done_ns = now
+                seq.done_ns = seq.token_ns[-1]  # done when its last token was committed
                 self.scheduler.release(seq)
                 done.append(RequestEvent(seq.request_id, len(seq.prompt), seq.num_output, seq.arrival_ns,
                                          seq.first_token_ns, seq.done_ns, seq.finish_reason,
-                                         seq.cached_tokens, tuple(seq.output)))
+                                         seq.cached_tokens, tuple(seq.output), tuple(seq.token_ns)))
         return done
 
     def _pass_event(self, plan: PassPlan, t0: int, duration: int, emitted: int, accepted: int,

@@ -43,10 +43,13 @@ class RequestEvent:
     output_tokens: int
     arrival_ns: int          # when add_request was called (perf_counter_ns clock)
     first_token_ns: int      # when its first output token was committed
-    done_ns: int             # when it finished
+    done_ns: int             # when its last output token was committed (it finished)
     finish_reason: str       # "length" | "eos"
     cached_tokens: int       # prompt tokens served by the prefix cache
     tokens: tuple[int, ...]  # the generated token ids, prompt excluded
+    token_ns: tuple[int, ...]  # when each of them was committed: the commit phase of the step
+                               # that committed its pass (a draft and its bonus share one time);
+                               # token_ns[0] == first_token_ns, token_ns[-1] == done_ns
 
 
 Event = Union[PassEvent, RequestEvent]

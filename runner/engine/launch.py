@@ -117,6 +117,8 @@ class Launcher:
         plan, sched, drafter = cur.plan, self.scheduler, self.drafter
         if not self.config.pipeline or plan.kind != "decode" or any(s.temperature > 0 for s in plan.rows):
             return None
+        if len(plan.rows) < len(sched.running):
+            return None                     # the token budget left a prefill out: plan the next pass
         keep = continuing_rows(cur)
         if not keep:
             return None

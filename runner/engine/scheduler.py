@@ -1,9 +1,13 @@
 """Which rows run in the next pass and what each feeds: admission and chunking.
 
-Admission is first come, first served under max_batch_size. A prefilling row feeds its
-next chunk of at most prefill_chunk prompt tokens; a decoding row feeds its last token,
-plus its draft when the pass drafts. How the pass's tokens are then laid out for the
-model is layout.py's job.
+Admission is first come, first served under max_batch_size. A decoding row feeds its
+last token, plus its draft when the pass drafts; a prefilling row feeds its next chunk
+of at most prefill_chunk prompt tokens. Under a per-pass token budget (max_pass_tokens)
+decode rows go first and all run, even past the budget, so that a long prompt never
+stalls the rows already decoding (Sarathi-Serve's stall-free batching); prefill rows then
+share what is left, in admission order, and a prefill row that gets nothing sits the
+pass out. A pass without decode rows always prefills (the budget is at least one
+token). How the pass's tokens are then laid out for the model is layout.py's job.
 """
 from __future__ import annotations
 
@@ -32,8 +36,10 @@ class PassPlan:
 
 
 class Scheduler:
-    def __init__(self, max_batch_size: int, prefill_chunk: int, pool: BlockPool, prefix: PrefixCache):
+    def __init__(self, max_batch_size: int, prefill_chunk: int, pool: BlockPool, prefix: PrefixCache,
+                 max_pass_tokens: int = 0):
         self.max_batch_size, self.prefill_chunk = max_batch_size, prefill_chunk
+        self.max_pass_tokens = max_pass_tokens    # 0: no budget
         self.pool, self.prefix = pool, prefix
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -49,20 +55,29 @@ class Scheduler:
             self.running.append(seq)
 
     def plan(self, use_drafts: bool) -> PassPlan:
-        feeds, drafted, n_prefill, n_decode = [], [], 0, 0
-        for seq in self.running:
-            if seq.prefilling:
-                feed = seq.tokens[seq.computed: seq.computed + self.prefill_chunk]
-                n_prefill += len(feed)
-            else:
-                feed = [seq.tokens[-1]] + ([seq.draft] if use_drafts and seq.draft is not None else [])
-                n_decode += len(feed)
-            drafted.append(len(feed) == 2 and not seq.prefilling)
-            if not drafted[-1]:
-                seq.draft = None
+        """The next pass: every decode row, then the prefill chunks the budget leaves room
+        for; rows keep their admission order."""
+        feeds: list = [None] * len(self.running)   # None: the row sits this pass out
+        n_decode = n_prefill = 0
+        for i, seq in enumerate(self.running):
+            if not seq.prefilling:
+                if not (use_drafts and seq.draft is not None):
+                    seq.draft = None
+                feeds[i] = [seq.tokens[-1]] if seq.draft is None else [seq.tokens[-1], seq.draft]
+                n_decode += len(feeds[i])
+        left = self.max_pass_tokens - n_decode if self.max_pass_tokens else None   # None: no budget
+        for i, seq in enumerate(self.running):
+            if seq.prefilling and (left is None or left > 0):
+                n = self.prefill_chunk if left is None else min(self.prefill_chunk, left)
+                feeds[i] = seq.tokens[seq.computed: seq.computed + n]
+                n_prefill += len(feeds[i])
+                left = None if left is None else left - len(feeds[i])
+        rows = [s for s, f in zip(self.running, feeds) if f is not None]
+        feeds = [f for f in feeds if f is not None]
+        for seq, feed in zip(rows, feeds):
             self.ensure_blocks(seq, seq.computed + len(feed))
-            feeds.append(feed)
-        return PassPlan(list(self.running), feeds, drafted, n_prefill, n_decode)
+        drafted = [len(f) == 2 and not s.prefilling for s, f in zip(rows, feeds)]
+        return PassPlan(rows, feeds, drafted, n_prefill, n_decode)
 
     def ensure_blocks(self, seq: Sequence, n_positions: int) -> None:
         while len(seq.blocks) * self.pool.block_size < n_positions:

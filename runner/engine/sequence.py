@@ -2,7 +2,8 @@
 
 Invariants after every pass (checked by tests): the main KV holds positions
 0..computed-1 and computed == len(tokens) - 1 once prefill is done; the MTP KV holds
-the pairs (h_i, x_{i+1}) for i < mtp_computed <= computed.
+the pairs (h_i, x_{i+1}) for i < mtp_computed <= computed; token_ns holds one commit
+time per output token.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class Sequence:
     pending_bytes: int = 0                  # their size, kept as they come (state bytes every pass)
     cached_tokens: int = 0       # prompt tokens served by the prefix cache
     prefix_offered: bool = False # its prompt blocks were offered to the prefix cache
+    token_ns: list[int] = field(default_factory=list)  # commit time of each output token, in order
     first_token_ns: int = 0
     done_ns: int = 0
     finish_reason: str = ""

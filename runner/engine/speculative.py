@@ -33,13 +33,15 @@ def choose(seq: Sequence, greedy: list[int], logits: Optional[np.ndarray], draft
 
 
 def commit(seq: Sequence, new: list[int], eos: frozenset[int], now_ns: int) -> int:
-    """Append tokens one at a time under the stop rules; returns how many were committed."""
+    """Append tokens one at a time under the stop rules, each stamped with now_ns (the
+    pass's commit time: a draft and its bonus share it); returns how many were committed."""
     n = 0
+    if not seq.first_token_ns:
+        seq.first_token_ns = now_ns
     for token in new:
         seq.tokens.append(token)
+        seq.token_ns.append(now_ns)
         n += 1
-        if not seq.first_token_ns:
-            seq.first_token_ns = now_ns
         if token in eos:
             seq.finish_reason = "eos"
             break
