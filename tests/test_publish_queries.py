@@ -7,7 +7,8 @@ import pytest
 from conftest_publish import *  # noqa: F401,F403  (fixtures)
 from fixture_db import DEFAULT_CHIPS, EXPERIMENT, build_fixture, remeasure
 from runner.publish.metrics import METRICS
-from runner.publish.queries import QueryError, Reader, inline_sql, CELLS_SQL
+from runner.publish.queries import QueryError, Reader
+from runner.publish.sql import CELLS_SQL, inline_sql
 
 
 def _by_hand(path, chip_id, arm, conc):

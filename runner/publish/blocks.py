@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from runner.publish import charts, queries
+from runner.publish import charts, sql
 from runner.publish.postdata import PostData
 from runner.publish.intervals import share_interval
 from runner.publish.metrics import METRICS
@@ -46,7 +46,7 @@ def regime_table(data: PostData, metrics: list, base: str | None = None) -> Mark
         data.fail(f"regime_table: base arm {base!r} is not an arm of {data.experiment!r} "
                   f"(arms: {', '.join(data.arm_order)})")
     number = len(data.sql) + 1
-    sql_href = data.register_sql("table", queries.inline_sql(queries.RUN_VALUES_SQL, data.params))
+    sql_href = data.register_sql("table", sql.inline_sql(sql.RUN_VALUES_SQL, data.params))
     rows = []
     for chip in data.regimes.chips:
         for arm in _arm_order(data, base):
@@ -102,7 +102,7 @@ def headline_table(datas: list[PostData], arm: str, base: str | None, metrics: l
                              "regime": data.regimes.regime_of(conc) or f"concurrency {conc}",
                              "concurrency": conc, "base": b, "cells": cells})
     sql_href = first.register_sql("headline", "".join(
-        queries.inline_sql(queries.RUN_VALUES_SQL, d.params) for d in datas))
+        sql.inline_sql(sql.RUN_VALUES_SQL, d.params) for d in datas))
     html = render_block("headline_table.html", metrics=[METRICS[m] for m in metrics], rows=rows,
                         arm=arm, sql_href=sql_href)
     return first.token(html, "")
@@ -133,7 +133,7 @@ def chart(data: PostData, metric: str, x: str = "concurrency") -> Markup:
         "concurrency", f"{spec.label} ({spec.unit})" if spec.unit else spec.label,
         [(charts.concurrency_x(c), str(c)) for c in reg.concurrencies])
     div_id = charts.chart_id(data.key, "chart", metric, x, len(data.blocks))
-    sql_href = data.register_sql("chart", queries.inline_sql(queries.RUN_VALUES_SQL, data.params))
+    sql_href = data.register_sql("chart", sql.inline_sql(sql.RUN_VALUES_SQL, data.params))
     html = render_block("chart.html", div_id=div_id, figure=charts.figure_json(fig),
                         caption=f"{spec.label} by concurrency, one panel per chip; bars show "
                                 "the 95% interval (paired bootstrap over rounds and requests)",
@@ -177,7 +177,7 @@ def drafted_by_width_chart(data: PostData) -> Markup:
                               "passes that drafted (%)", [(float(w), str(w)) for w in widths],
                               kind="bars")
     div_id = charts.chart_id(data.key, "drafted_by_width", len(data.blocks))
-    sql_href = data.register_sql("chart", queries.inline_sql(queries.DRAFTED_BY_WIDTH_RUNS_SQL, data.params))
+    sql_href = data.register_sql("chart", sql.inline_sql(sql.DRAFTED_BY_WIDTH_RUNS_SQL, data.params))
     html = render_block("chart.html", div_id=div_id, figure=charts.figure_json(fig),
                         caption="share of passes at each batch width that carried drafts, one "
                                 "panel per chip; bars show the 95% interval from resampling the runs",

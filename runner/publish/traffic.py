@@ -17,7 +17,7 @@ import numpy as np
 
 from markupsafe import Markup
 
-from runner.publish import queries
+from runner.publish import sql
 from runner.publish.claims import Measured
 from runner.publish.postdata import PostData
 from runner.publish.intervals import interval
@@ -172,7 +172,7 @@ def traffic(data: PostData, profile: object, label: str, base: str | None) -> Ma
                   f"(arms: {', '.join(data.arm_order)})")
     if prof is None:
         return data.token(render_block("block_error.html", message="traffic choice not shown"), "")
-    sql_href = data.register_sql("traffic", queries.inline_sql(queries.RUN_VALUES_SQL, data.params))
+    sql_href = data.register_sql("traffic", sql.inline_sql(sql.RUN_VALUES_SQL, data.params))
     chips = []
     for chip_id in data.regimes.chips:
         speeds = expected_speeds(data, prof, chip_id)
