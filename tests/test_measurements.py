@@ -59,7 +59,7 @@ def test_folders_are_named_by_start_chip_experiment_and_runs(tmp_path):
     assert folders[0].name.startswith(f"20261119T080000Z-")
     assert folders[0].name.split("-", 2)[2].startswith(EXPERIMENT)
     assert sorted(p.name for p in folders[0].iterdir()) == [
-        "chips.parquet", "passes.parquet", "requests.parquet", "runs.parquet"]
+        "chips.parquet", "passes.parquet", "requests.parquet", "runs.parquet", "tokens.parquet"]
 
 
 def test_two_clones_each_adding_a_measurement_merge_without_conflict(tmp_path):

@@ -187,7 +187,7 @@ def one_cell(decl: Path, arm: str, concurrency: int = 2):
 
 
 @pytest.mark.parametrize("arm", ["remote", "mlx", "ours"])
-def test_every_request_carries_its_token_times_in_memory_only(server, tmp_path, arm):
+def test_every_request_carries_its_token_times_for_the_tokens_table(server, tmp_path, arm):
     if arm == "ours" and "token_ns" not in RequestEvent.__dataclass_fields__:
         pytest.skip("this engine does not report per-token times")
     decl = tmp_path / "times.toml"
@@ -208,7 +208,8 @@ def test_every_request_carries_its_token_times_in_memory_only(server, tmp_path, 
         times = r["token_ns"]
         assert len(times) == r["output_tokens"] and list(times) == sorted(times)
         assert r["arrival_ns"] < r["first_token_ns"] == times[0] <= times[-1] <= r["done_ns"]
-    assert all("token_ns" not in r for r in rows.stored_requests())
+    assert all("token_ns" not in r for r in rows.stored_requests())   # they go to the tokens table
+    assert rows.stored_tokens() == {r["request_id"]: r["token_ns"] for r in rows.requests}
 
 
 def test_http_errors_and_a_silent_server_are_one_line_faults(server, tmp_path):

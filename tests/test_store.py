@@ -26,6 +26,11 @@ def request_rows(n: int) -> list[dict]:
              "done_ns": 100 * i + 90, "output_sha256": f"{i:064x}"} for i in range(n)]
 
 
+def token_times(n: int) -> dict[int, tuple[int, ...]]:
+    """Each request_rows request's 4 output tokens: the first at first_token_ns, the last at done_ns."""
+    return {i: (100 * i + 50, 100 * i + 60, 100 * i + 75, 100 * i + 90) for i in range(n)}
+
+
 def pass_rows(n: int) -> list[dict]:
     return [{"pass_index": i, "start_ns": 10 * i, "duration_ns": 9, "kind": "decode", "width": 2,
              "prefill_tokens": 0, "decode_tokens": 2, "drafted": 0, "accepted": 0, "emitted": 2,
@@ -40,6 +45,7 @@ def add_run(st: Store, experiment="exp", arm="a", concurrency=1, round=0, status
                           model_sha256="m" * 64, code_version="abc", knobs={"mtp": False},
                           seed=7, quick=False)
     st.append_requests(run_id, request_rows(n_requests))
+    st.append_tokens(run_id, token_times(n_requests))
     st.append_passes(run_id, pass_rows(n_passes))
     if status != "running":
         st.finish_run(run_id, status)
@@ -48,7 +54,7 @@ def add_run(st: Store, experiment="exp", arm="a", concurrency=1, round=0, status
 
 def counts(st: Store) -> dict[str, int]:
     return {t: st.con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
-            for t in ("chips", "runs", "requests", "passes")}
+            for t in ("chips", "runs", "requests", "passes", "tokens")}
 
 
 def test_open_creates_parents_and_migrates_once(tmp_path):
@@ -57,7 +63,7 @@ def test_open_creates_parents_and_migrates_once(tmp_path):
         assert st.schema_version() == SCHEMA_VERSION
     with Store.open(db) as st:
         assert st.con.execute("SELECT count(*) FROM schema_version").fetchall()[0][0] == SCHEMA_VERSION
-        assert counts(st) == {"chips": 0, "runs": 0, "requests": 0, "passes": 0}
+        assert counts(st) == {"chips": 0, "runs": 0, "requests": 0, "passes": 0, "tokens": 0}
 
 
 def test_newer_schema_is_refused(tmp_path):
@@ -91,7 +97,7 @@ def test_chip_id_is_a_hash_of_the_canonical_fingerprint(tmp_path):
 def test_run_lifecycle_and_bulk_rows(tmp_path):
     with Store.open(tmp_path / "runs.duckdb") as st:
         run_id = add_run(st, n_requests=50, n_passes=20_000)
-        assert counts(st) == {"chips": 1, "runs": 1, "requests": 50, "passes": 20_000}
+        assert counts(st) == {"chips": 1, "runs": 1, "requests": 50, "passes": 20_000, "tokens": 200}
         status, knobs, quick, fin = st.con.execute(
             "SELECT status, knobs, quick, finished_at FROM runs WHERE run_id = ?", [run_id]).fetchall()[0]
         assert (status, json.loads(knobs), quick) == ("complete", {"mtp": False}, False)
@@ -127,7 +133,7 @@ def test_bad_rows_name_the_columns_and_keep_earlier_data(tmp_path):
             st.append_passes(run_id, wrong_type)
         with pytest.raises(StoreError, match="status must be"):
             st.finish_run(run_id, "done")
-        assert counts(st) == {"chips": 1, "runs": 2, "requests": 3, "passes": 5}
+        assert counts(st) == {"chips": 1, "runs": 2, "requests": 3, "passes": 5, "tokens": 12}
 
 
 def test_stale_running_runs_become_failed_and_only_complete_cells_count(tmp_path):
@@ -181,20 +187,20 @@ def test_export_then_import_twice_adds_nothing_the_second_time(tmp_path):
         add_run(st, arm="a", status="failed")
         add_run(st, experiment="other")
         written = export_experiment(st, "exp", tmp_path / "out")
-        assert written == {"chips": 1, "runs": 2, "requests": 6, "passes": 10}
+        assert written == {"chips": 1, "runs": 2, "requests": 6, "passes": 10, "tokens": 24}
         with pytest.raises(StoreError, match=r"no complete runs of experiment 'nope'.*'exp', 'other'"):
             export_experiment(st, "nope", tmp_path / "none")
     other_chip = {**CHIP, "name": "Other CPU"}
     with Store.open(tmp_path / "b.duckdb") as st:
         add_run(st, chip=other_chip)
         first = import_tables(st, read_source(tmp_path / "out"), "out")
-        assert first == {"chips": 1, "runs": 2, "requests": 6, "passes": 10}
+        assert first == {"chips": 1, "runs": 2, "requests": 6, "passes": 10, "tokens": 24}
         again = import_tables(st, read_source(tmp_path / "out" / "runs.parquet"), "out")
-        assert again == {"chips": 0, "runs": 0, "requests": 0, "passes": 0}
+        assert again == {"chips": 0, "runs": 0, "requests": 0, "passes": 0, "tokens": 0}
         ids = {r[0] for r in st.con.execute("SELECT run_id FROM runs WHERE chip_id != ?",
                                             [st.ensure_chip(other_chip)]).fetchall()}
         assert ids == kept
-        assert counts(st) == {"chips": 2, "runs": 3, "requests": 9, "passes": 15}
+        assert counts(st) == {"chips": 2, "runs": 3, "requests": 9, "passes": 15, "tokens": 36}
 
 
 def test_import_from_a_database_file_takes_complete_runs_only(tmp_path):
@@ -203,7 +209,7 @@ def test_import_from_a_database_file_takes_complete_runs_only(tmp_path):
         add_run(st, status="running")
     with Store.open(tmp_path / "b.duckdb") as st:
         added = import_tables(st, read_source(tmp_path / "a.duckdb"), "a.duckdb")
-        assert added == {"chips": 1, "runs": 1, "requests": 3, "passes": 5}
+        assert added == {"chips": 1, "runs": 1, "requests": 3, "passes": 5, "tokens": 12}
         assert st.con.execute("SELECT DISTINCT status FROM runs").fetchall() == [("complete",)]
 
 
@@ -271,7 +277,7 @@ def test_exports_made_before_the_migration_import_with_null_load_figures(tmp_pat
     old = old_database(tmp_path / "old.duckdb")
     with Store.open(tmp_path / "a.duckdb") as st:   # an old database file, read unmigrated
         added = import_tables(st, read_source(old), str(old))
-        assert added == {"chips": 1, "runs": 1, "requests": 1, "passes": 1}
+        assert added == {"chips": 1, "runs": 1, "requests": 1, "passes": 1, "tokens": 0}
         assert st.con.execute("SELECT count(loadavg_start) FROM runs").fetchall() == [(0,)]
     with Store.open(tmp_path / "b.duckdb") as st:   # an old Parquet export: no load columns
         run_id = add_run(st, status="running")

@@ -19,7 +19,7 @@ from runner.engine.checkpoint import resolve_checkpoint
 from runner.runtimes import knobs as runtime_knobs
 from runner.runtimes.knobs import DEFAULT_RUNTIME
 
-from .validate import DEFAULT_MIN_CELL_SECONDS, DEFAULT_MIN_CELL_TOKENS, WORKLOAD_KEYS, check
+from .validate import DEFAULT_MIN_CELL_SECONDS, DEFAULT_MIN_CELL_TOKENS, check
 
 AA_SUFFIX = "-aa"   # `--aa ARM`: experiment NAME-aa, arms ARM and ARM-aa
 
@@ -42,16 +42,39 @@ class DeclarationError(Exception):
 
 
 @dataclass(frozen=True)
+class ScriptEntry:
+    """One request of a scripted workload: sent `at` seconds after its play starts, at
+    every concurrency above its lane."""
+    at: float
+    prompt_tokens: int              # the whole prompt, shared prefix included
+    max_new_tokens: int
+    label: str | None = None        # stored with the request (requests.label)
+    lane: int = 0
+
+
+@dataclass(frozen=True)
 class Workload:
     prompts: str                    # "heldout" or a JSONL path
-    requests_per_client: int        # the least each client sends in a cell
-    prompt_tokens: tuple[int, int]  # inclusive range
-    max_new_tokens: int
+    requests_per_client: int        # the least each client sends in a cell (poisson: x concurrency)
+    prompt_tokens: tuple[int, int]  # inclusive range (script: the entries' shortest and longest)
+    max_new_tokens: int             # (script: the entries' default, else their longest)
     temperature: float = 0.0
     shared_prefix_tokens: int = 0   # every prompt starts with the same tokens
     # A cell keeps sending requests until both hold (then lets the ones in flight finish).
     min_cell_seconds: float = DEFAULT_MIN_CELL_SECONDS
     min_cell_tokens: int = DEFAULT_MIN_CELL_TOKENS
+    arrivals: str = "closed"        # "closed" | "poisson" | "script" (runner/experiments/arrivals.py)
+    rate: float | None = None       # poisson: requests per second
+    script: tuple[ScriptEntry, ...] = ()
+    slo_ttft_ms: float | None = None   # the declared service-level objective, stored per run
+    slo_tpot_ms: float | None = None
+
+    @property
+    def max_context(self) -> int:
+        """The longest context a cell reaches (a bound: what warm-up traces shapes up to)."""
+        longest = max([self.prompt_tokens[1] + self.max_new_tokens]
+                      + [e.prompt_tokens + e.max_new_tokens for e in self.script])
+        return longest + self.shared_prefix_tokens
 
 
 @dataclass(frozen=True)
@@ -93,8 +116,9 @@ class Experiment:
         """--quick: one round, at most 2 requests per client of at most 16 new tokens, and no
         time or token minimum, so that a smoke test stays short."""
         w = self.workload
+        script = tuple(dataclasses.replace(e, max_new_tokens=min(16, e.max_new_tokens)) for e in w.script)
         small = dataclasses.replace(w, requests_per_client=min(2, w.requests_per_client),
-                                    max_new_tokens=min(16, w.max_new_tokens),
+                                    max_new_tokens=min(16, w.max_new_tokens), script=script,
                                     min_cell_seconds=0.0, min_cell_tokens=0)
         return dataclasses.replace(self, rounds=1, workload=small, quick=True)
 
@@ -113,17 +137,31 @@ class Experiment:
                                    arms={arm: dict(self.arms[arm]), copy: dict(self.arms[arm])})
 
     def to_toml(self) -> str:
-        w = self.workload
         lines = [f"title = {_toml(self.title)}", f"model = {_toml(self.model)}",
                  f"seed = {self.seed}", f"rounds = {self.rounds}",
-                 f"concurrency = {_toml(list(self.concurrency))}", "", "[workload]"]
-        for key in WORKLOAD_KEYS:
-            value = getattr(w, key)
-            lines.append(f"{key} = {_toml(list(value) if key == 'prompt_tokens' else value)}")
+                 f"concurrency = {_toml(list(self.concurrency))}", ""] + _workload_toml(self.workload)
         lines += ["", "[engine]"] + [f"{k} = {_toml(v)}" for k, v in self.engine.items()]
         for arm, knobs in self.arms.items():
             lines += ["", f"[arms.{_toml(arm)}]"] + [f"{k} = {_toml(v)}" for k, v in knobs.items()]
         return "\n".join(lines) + "\n"
+
+
+def _workload_toml(w: Workload) -> list[str]:
+    """[workload] with its keys for its arrivals form, then [workload.slo] and the script."""
+    scripted = w.arrivals == "script"
+    keys = ["prompts"] + ([] if scripted else ["requests_per_client", "prompt_tokens"]) + [
+        "max_new_tokens", "temperature", "shared_prefix_tokens", "min_cell_seconds", "min_cell_tokens"]
+    lines = ["[workload]"] + [f"{k} = {_toml(list(v) if isinstance(v, tuple) else v)}"
+                              for k in keys for v in [getattr(w, k)]]
+    lines.append("arrivals = " + (f'{{ process = "poisson", rate = {w.rate!r} }}'
+                                  if w.arrivals == "poisson" else _toml(w.arrivals)))
+    slo = [(k, getattr(w, f"slo_{k}")) for k in ("ttft_ms", "tpot_ms")]
+    if any(v is not None for _, v in slo):
+        lines += ["", "[workload.slo]"] + [f"{k} = {v!r}" for k, v in slo if v is not None]
+    for e in w.script:
+        lines += ["", "[[workload.script]]"] + [
+            f"{k} = {_toml(v)}" for k, v in dataclasses.asdict(e).items() if v is not None]
+    return lines
 
 
 _TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
@@ -170,5 +208,6 @@ def parse(data: bytes, source: str, name: str) -> Experiment:
     values, problems = check(doc)
     if problems:
         raise DeclarationError([DeclarationIssue(source, key, reason) for key, reason in problems])
-    values["workload"] = Workload(**values["workload"])
+    w = values["workload"]
+    values["workload"] = Workload(**{**w, "script": tuple(ScriptEntry(**e) for e in w["script"])})
     return Experiment(name=name, source=source, sha256=sha, **values)

@@ -1,9 +1,12 @@
 """How long a run will take, from its declaration alone: printed before measuring, and the
 progress bar's ETA before the first cell has finished.
 
-A cell lasts the longer of its request minimum (requests_per_client closed-loop requests
+A closed-loop cell lasts the longer of its request minimum (requests_per_client requests
 per client) and its time/token minimums plus the tail (the requests in flight when the
-minimums are reached finish and are kept). A request's time is a rough per-layer cost
+minimums are reached finish and are kept). A Poisson cell arrives until its minimums
+hold, and is served at the lesser of the arrival rate and what c rows can serve (an
+overloaded cell's queue drains after the last arrival). A scripted cell lasts a whole
+number of plays, each from its start to the finish of its slowest entry. A request's time is a rough per-layer cost
 model of prefill and decode passes, read from the checkpoint's config.json; each arm
 also pays one engine load and warm-up before its first cell. The figures are a planning
 estimate, meant to be right within a factor of about two, never a measurement.
@@ -12,6 +15,7 @@ This module runs nothing.
 from __future__ import annotations
 
 import json
+import math
 from typing import Iterable, Protocol
 
 from runner.engine.checkpoint import resolve_checkpoint
@@ -41,19 +45,45 @@ def _layers(exp: Experiment) -> int:
         return DEFAULT_LAYERS
 
 
+def _request(layers: int, prompt: float, new_tokens: int, width: int) -> float:
+    wider = 1 + WIDER_PASS_COST * (width - 1)
+    return layers * (prompt * PREFILL_SECONDS_PER_TOKEN_LAYER
+                     + new_tokens * DECODE_PASS_SECONDS_PER_LAYER * wider)
+
+
 def request_seconds(exp: Experiment, concurrency: int, layers: int | None = None) -> float:
     """One request's rough duration when `concurrency` clients share the passes."""
     w = exp.workload
     layers = _layers(exp) if layers is None else layers
-    prompt = sum(w.prompt_tokens) / 2
-    width = 1 + WIDER_PASS_COST * (concurrency - 1)
-    return layers * (prompt * PREFILL_SECONDS_PER_TOKEN_LAYER
-                     + w.max_new_tokens * DECODE_PASS_SECONDS_PER_LAYER * width)
+    return _request(layers, sum(w.prompt_tokens) / 2, w.max_new_tokens, concurrency)
+
+
+def _poisson_seconds(exp: Experiment, concurrency: int, layers: int) -> float:
+    w = exp.workload
+    request = request_seconds(exp, concurrency, layers)
+    served = min(w.rate, concurrency / request)            # requests per second
+    by_tokens = w.min_cell_tokens / (served * w.max_new_tokens)
+    last_arrival = max(w.requests_per_client * concurrency / w.rate, w.min_cell_seconds, by_tokens)
+    return last_arrival * w.rate / served + request
+
+
+def _script_seconds(exp: Experiment, concurrency: int, layers: int) -> float:
+    w = exp.workload
+    sent = [e for e in w.script if e.lane < concurrency]
+    width = min(concurrency, len(sent))
+    play = max(e.at + _request(layers, e.prompt_tokens, e.max_new_tokens, width) for e in sent)
+    tokens = sum(e.max_new_tokens for e in sent)
+    return play * max(1, math.ceil(w.min_cell_seconds / play), math.ceil(w.min_cell_tokens / tokens))
 
 
 def cell_seconds(exp: Experiment, concurrency: int, layers: int | None = None) -> float:
-    """A cell's rough timed duration under the stopping rule (execute.needs_more)."""
+    """A cell's rough timed duration under the stopping rule (cell.needs_more)."""
     w = exp.workload
+    layers = _layers(exp) if layers is None else layers
+    if w.arrivals == "poisson":
+        return _poisson_seconds(exp, concurrency, layers)
+    if w.arrivals == "script":
+        return _script_seconds(exp, concurrency, layers)
     request = request_seconds(exp, concurrency, layers)
     by_requests = w.requests_per_client * request
     tokens_per_second = concurrency * w.max_new_tokens / request

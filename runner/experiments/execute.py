@@ -1,20 +1,24 @@
 """Running an experiment's cells on each arm's runtime and handing their raw rows to the store.
 
 Cells are arm x concurrency x round, ordered round -> concurrency -> arm so that the
-arms interleave (A B A B) and machine drift hits them alike. A cell at concurrency c is
-c closed-loop clients: each sends its next prompt when its last request finishes, taking
-client c's i-th prompt from the workload's unbounded seeded stream (request_id =
-i * width + c, see workload.py). Cells are sized by time: a client keeps sending while it
+arms interleave (A B A B) and machine drift hits them alike. With `arrivals = "closed"`
+(the default) a cell at concurrency c is c closed-loop clients: each sends its next
+prompt when its last request finishes, taking client c's i-th prompt from the workload's
+unbounded seeded stream (request_id = i * width + c, see workload.py). Cells are sized by time: a client keeps sending while it
 has sent fewer than requests_per_client, or while the cell has run less than
 min_cell_seconds (from its t0) or produced fewer than min_cell_tokens output tokens (of
 finished requests); the requests then in flight finish and are kept. The rule is the
 same for every arm, so every arm replays the same requests in the same order and a
-faster arm simply replays more of the stream. Each arm has one runtime (runner.runtimes:
-our engine, mlx-lm in-process, an mlx_lm.server the runner starts, or any OpenAI-compatible
-server), started and warmed up before its first timed cell, outside any cell's clock, and
+faster arm simply replays more of the stream. Open-loop arrivals (a Poisson process or
+a script, at most c requests in flight) are openloop.py's, their schedules arrivals.py's,
+sized by the same minimums. Each arm has one runtime (runner.runtimes: our engine,
+mlx-lm in-process, an mlx_lm.server the runner starts, or any OpenAI-compatible server),
+started and warmed up before its first timed cell, outside any cell's clock, and
 stopped when the run ends however it ends. Request rows and pass events are buffered in
 memory during a cell and written between cells, so logging does not perturb the timing;
-per-token times ride on the request rows in memory only (token_ns) and are not stored.
+per-token times ride on the request rows (token_ns) and are stored as the tokens table's
+rows, in the same transaction as the requests (none for a request whose runtime cannot
+time its tokens). The run stores the declared SLO (runs.slo_ttft_ms, slo_tpot_ms).
 A runtime without per-pass rows stores none (absent, not zero). The machine's load
 (load.py) is sampled just outside the cell's clock and stored with the run. Cells
 already complete in the database (same experiment, declaration sha256, chip and quick
@@ -26,7 +30,6 @@ up. This module does not parse declarations, render pages or print anything itse
 """
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,12 +39,13 @@ from runner.runtimes import Runtime, RuntimeFault, start
 from runner.store.store import Store
 
 from . import chip, load
-from .declaration import Experiment, Workload
+from .arrivals import describe, min_requests
+from .cell import CellRows, needs_more, output_sha256, request_seed  # noqa: F401  (the API)
+from .declaration import Experiment
 from .estimate import cell_seconds, estimate_seconds  # noqa: F401  (estimate_seconds: the API)
+from .openloop import run_open_cell
 from .progress import CellLabel, CellTarget, Progress
 from .workload import PromptStream
-
-IN_MEMORY_ONLY = ("token_ns",)   # request-row keys the store does not take (yet: issue 18)
 
 
 @dataclass(frozen=True)
@@ -56,42 +60,16 @@ def plan_cells(exp: Experiment) -> list[Cell]:
             for arm in exp.arms]
 
 
-@dataclass
-class CellRows:
-    requests: list[dict] = field(default_factory=list)
-    passes: list[dict] | None = field(default_factory=list)   # None: the runtime has none
-
-    @property
-    def output_tokens(self) -> int:
-        return sum(r["output_tokens"] for r in self.requests)
-
-    def stored_requests(self) -> list[dict]:
-        return [{k: v for k, v in r.items() if k not in IN_MEMORY_ONLY} for r in self.requests]
-
-
-def output_sha256(tokens) -> str:
-    return hashlib.sha256(",".join(str(t) for t in tokens).encode()).hexdigest()
-
-
-def request_seed(seed: int, request_id: int) -> int:
-    return (seed * 1_000_003 + request_id) % (2**31)
-
-
-def needs_more(w: Workload, sent: int, elapsed_ns: int, tokens: int) -> bool:
-    """Whether a client that has sent `sent` requests sends another, when the cell has run
-    `elapsed_ns` since its t0 and its finished requests hold `tokens` output tokens."""
-    return (sent < w.requests_per_client or elapsed_ns < w.min_cell_seconds * 1e9
-            or tokens < w.min_cell_tokens)
-
-
 def run_cell(runtime: Runtime, stream: PromptStream, concurrency: int,
              exp: Experiment, progress: Progress | None = None) -> CellRows:
-    """c closed-loop clients over the stream's clients 0..c-1, sized by needs_more()."""
+    """One cell: c closed-loop clients over the stream's clients 0..c-1, sized by
+    needs_more(), or the declaration's open-loop arrivals (openloop.py)."""
+    if exp.workload.arrivals != "closed":
+        return run_open_cell(runtime, stream, concurrency, exp, progress)
     w = exp.workload
     owner: dict[int, tuple[int, int]] = {}   # runtime handle -> (client, request_id)
     sent = [0] * concurrency
     rows = CellRows()
-    token_times: list[tuple | None] = []     # per request row; made cell-relative afterwards
     tokens = 0
 
     def submit(client: int) -> None:
@@ -115,27 +93,12 @@ def run_cell(runtime: Runtime, stream: PromptStream, concurrency: int,
                 tokens += ev.output_tokens
                 if needs_more(w, sent[client], now - t0, tokens):
                     submit(client)
-                rows.requests.append({
-                    "request_id": request_id, "client": client,
-                    "prompt_tokens": ev.prompt_tokens, "output_tokens": ev.output_tokens,
-                    "cached_tokens": ev.cached_tokens, "arrival_ns": ev.arrival_ns - t0,
-                    "first_token_ns": ev.first_token_ns - t0, "done_ns": ev.done_ns - t0,
-                    "output_sha256": None if ev.tokens is None else output_sha256(ev.tokens)})
-                token_times.append(ev.token_ns)
+                rows.add(ev, request_id, client)
                 if progress:
                     progress.update(len(rows.requests), tokens)
     finally:
         passes = runtime.end_cell()
-    for row, times in zip(rows.requests, token_times):
-        row["token_ns"] = None if times is None else tuple(t - t0 for t in times)
-    rows.passes = None if passes is None else [{
-        "pass_index": p.pass_index, "start_ns": p.start_ns - t0, "duration_ns": p.duration_ns,
-        "kind": p.kind, "width": p.width, "prefill_tokens": p.prefill_tokens,
-        "decode_tokens": p.decode_tokens, "drafted": p.drafted, "accepted": p.accepted,
-        "emitted": p.emitted, "state_bytes": p.state_bytes,
-        "max_row_state_bytes": p.max_row_state_bytes} for p in passes]
-    rows.requests.sort(key=lambda r: r["request_id"])
-    return rows
+    return rows.close(t0, passes)
 
 
 def start_arm(exp: Experiment, arm: str, checkpoint: Path) -> Runtime | RuntimeFault:
@@ -145,8 +108,7 @@ def start_arm(exp: Experiment, arm: str, checkpoint: Path) -> Runtime | RuntimeF
     w = exp.workload
     try:
         runtime = start(exp.runtime(arm), exp.runtime_knobs(arm), checkpoint)
-        runtime.warm_up(w.prompt_tokens, w.max_new_tokens, exp.seed,
-                        max(w.prompt_tokens) + w.shared_prefix_tokens + w.max_new_tokens)
+        runtime.warm_up(w.prompt_tokens, w.max_new_tokens, exp.seed, w.max_context)
         return runtime
     except RuntimeFault as fault:
         if runtime is not None:
@@ -216,10 +178,11 @@ def _cell(st: Store, exp: Experiment, cell: Cell, runtime: Runtime | RuntimeFaul
     run_id = st.begin_run(
         experiment=exp.name, declaration_sha256=exp.sha256, arm=cell.arm,
         concurrency=cell.concurrency, round=cell.round, knobs=knobs, seed=exp.seed,
-        quick=exp.quick, runtime=exp.runtime(cell.arm), **run)
+        quick=exp.quick, runtime=exp.runtime(cell.arm), slo_ttft_ms=exp.workload.slo_ttft_ms,
+        slo_tpot_ms=exp.workload.slo_tpot_ms, **run)
     w = exp.workload
-    target = CellTarget(cell.concurrency * w.requests_per_client, w.min_cell_seconds,
-                        w.min_cell_tokens, progress.estimates[label.index - 1])
+    target = CellTarget(min_requests(w, cell.concurrency), w.min_cell_seconds,
+                        w.min_cell_tokens, progress.estimates[label.index - 1], arrivals=describe(w))
     progress.cell_started(label, target)
     before = load.sample()
     t = time.perf_counter()
@@ -241,6 +204,7 @@ def _cell(st: Store, exp: Experiment, cell: Cell, runtime: Runtime | RuntimeFaul
     figures = load.figures(before, load.sample())
     with st.transaction():
         st.append_requests(run_id, rows.stored_requests())
+        st.append_tokens(run_id, rows.stored_tokens())
         if rows.passes:
             st.append_passes(run_id, rows.passes)
         st.finish_run(run_id, "complete", load=figures)

@@ -1,10 +1,12 @@
 """Progress of a run on stderr: one updating line per cell on a terminal, plain lines
 (or JSON lines with --json) otherwise.
 
-Shows cell i/N, arm, concurrency, round, the cell's progress against its minimums
-(requests sent against requests_per_client x clients, seconds against min_cell_seconds,
-tokens against min_cell_tokens; a cell ends when all three hold and its requests in
-flight finish), tokens/s and the ETA of the whole invocation. The ETA is the planned
+Shows cell i/N, arm, concurrency, round, how its requests arrive, the cell's progress
+against its minimums (requests finished against its request minimum: requests_per_client
+x clients for closed-loop clients and Poisson arrivals, one play of the script for a
+script; seconds against min_cell_seconds, tokens against min_cell_tokens; a cell ends
+when all three hold and its requests in flight finish), tokens/s and the ETA of the
+whole invocation. The ETA is the planned
 (estimated) seconds of the cells left, scaled by how long the finished cells took
 against their estimates. Terminal redraws are throttled so that reporting progress does
 not perturb what is being timed; plain and JSON output write only at cell boundaries.
@@ -41,6 +43,7 @@ class CellTarget:
     min_seconds: float
     min_tokens: int
     estimate_seconds: float = 0.0
+    arrivals: str = ""            # how its requests arrive (arrivals.describe), when not closed-loop
 
     def fraction(self, requests: int, seconds: float, tokens: int) -> float:
         """How far the slowest of the three minimums is (the cell needs all three)."""
@@ -55,7 +58,7 @@ class CellTarget:
             text += f", {self.min_seconds:g} s"
         if self.min_tokens:
             text += f", {self.min_tokens} tokens"
-        return text
+        return f"{self.arrivals}; {text}" if self.arrivals else text
 
 
 def _clock(seconds: float) -> str:
@@ -96,7 +99,7 @@ class Progress:
                        cell=cell.index, cells=cell.total, arm=cell.arm,
                        concurrency=cell.concurrency, round=cell.round,
                        min_requests=target.min_requests, min_seconds=target.min_seconds,
-                       min_tokens=target.min_tokens)
+                       min_tokens=target.min_tokens, arrivals=target.arrivals)
 
     def eta(self, in_cell_seconds: float | None = None) -> float:
         """Seconds left: the cells not yet finished, at the pace of those that have.

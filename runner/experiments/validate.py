@@ -5,7 +5,8 @@
 concurrency holds 1 and each arm's ceiling (max_batch_size), each arm's knobs for its
 `runtime` (our engine's through EngineConfig and Engine.check_knobs, the other runtimes'
 through runner.runtimes.knobs; attributed to `engine.<knob>` or `arms.<arm>.<knob>`),
-and the model and prompt files. It does not know file names; declaration.py adds them.
+the model and prompt files; the [workload] table's own rules (arrivals, script, slo)
+are validate_workload.py's. It does not know file names; declaration.py adds them.
 """
 from __future__ import annotations
 
@@ -19,17 +20,11 @@ from runner.engine.checkpoint import resolve_checkpoint
 from runner.runtimes import knobs as runtime_knobs
 from runner.runtimes.knobs import DEFAULT_RUNTIME, RUNTIMES
 
+from .validate_workload import (DEFAULT_MIN_CELL_SECONDS, DEFAULT_MIN_CELL_TOKENS,  # noqa: F401
+                                WORKLOAD_KEYS, check_context, check_workload)
+
 TOP_KEYS = ("title", "model", "seed", "rounds", "concurrency", "workload", "engine", "arms")
-WORKLOAD_KEYS = ("prompts", "requests_per_client", "prompt_tokens", "max_new_tokens",
-                 "temperature", "shared_prefix_tokens", "min_cell_seconds", "min_cell_tokens")
-# Defaults sized so that every cell holds at least 2 s of timed work (one figure of a cell
-# is then an average over many passes, not a handful) and rounds enough for an interval.
-DEFAULT_ROUNDS = 3
-DEFAULT_MIN_CELL_SECONDS = 2.5
-DEFAULT_MIN_CELL_TOKENS = 0
-# Upper bounds that only catch typos (a cell of an hour, a billion tokens).
-MAX_CELL_SECONDS = 3600.0
-MAX_CELL_TOKENS = 10**8
+DEFAULT_ROUNDS = 3   # rounds enough for an interval
 ARM_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 _KNOB = re.compile(r"engine knob (\w+)|unknown engine knob\(s\) \['(\w+)'|^(\w+):")
 _REQUIRED = object()
@@ -96,7 +91,7 @@ def check(doc: dict) -> tuple[dict, list[tuple[str, str]]]:
         c.bad("concurrency", f"values must be distinct, got {concurrency}")
         concurrency = None
     out["concurrency"] = tuple(concurrency or ())
-    out["workload"] = _workload(c, c.value(doc, "workload", "", "table"))
+    out["workload"] = check_workload(c, c.value(doc, "workload", "", "table"), concurrency)
     engine = _knob_table(c, c.value(doc, "engine", "", "table", default={}), "engine.")
     arms = {}
     for name, table in (c.value(doc, "arms", "", "table") or {}).items():
@@ -112,32 +107,8 @@ def check(doc: dict) -> tuple[dict, list[tuple[str, str]]]:
     checkpoint = _checkpoint(c, out["model"])
     _arm_knobs(c, engine, arms, concurrency, checkpoint)
     _prompts(c, out["workload"], checkpoint)
+    check_context(c, out["workload"], checkpoint)
     return out, c.problems
-
-
-def _workload(c: _Checker, table: dict | None) -> dict:
-    if table is None:
-        return {}
-    p = "workload."
-    c.unknown(table, p, WORKLOAD_KEYS)
-    w = {"prompts": c.value(table, "prompts", p, "str"),
-         "requests_per_client": c.value(table, "requests_per_client", p, "int", minimum=1),
-         "max_new_tokens": c.value(table, "max_new_tokens", p, "int", minimum=1),
-         "temperature": c.value(table, "temperature", p, "number", default=0.0, minimum=0),
-         "shared_prefix_tokens": c.value(table, "shared_prefix_tokens", p, "int", default=0, minimum=0),
-         "min_cell_seconds": c.value(table, "min_cell_seconds", p, "number", minimum=0,
-                                     default=DEFAULT_MIN_CELL_SECONDS, maximum=MAX_CELL_SECONDS),
-         "min_cell_tokens": c.value(table, "min_cell_tokens", p, "int", minimum=0,
-                                    default=DEFAULT_MIN_CELL_TOKENS, maximum=MAX_CELL_TOKENS)}
-    span = c.int_list(table, "prompt_tokens", p, 1)
-    if span is not None and (len(span) != 2 or span[0] > span[1]):
-        c.bad(p + "prompt_tokens", f"expected an inclusive range [low, high] with low <= high, got {span}")
-        span = None
-    w["prompt_tokens"] = tuple(span) if span else None
-    if span and w["shared_prefix_tokens"] is not None and w["shared_prefix_tokens"] >= span[0]:
-        c.bad(p + "shared_prefix_tokens", f"must be below the shortest prompt ({span[0]} tokens) "
-              f"so that every prompt has its own tokens, got {w['shared_prefix_tokens']}")
-    return w
 
 
 def _knob_table(c: _Checker, table: dict | None, prefix: str) -> dict:

@@ -1,4 +1,5 @@
-"""The seeded workload: an unbounded, deterministic stream of prompts per closed-loop client.
+"""The seeded workload: an unbounded, deterministic stream of prompts, read per closed-loop
+client (prompt(client, i)) or by request id (prompt_of(request_id), for open-loop arrivals).
 
 Prompts come from held-out text (the checkpoint's heldout.jsonl, or a JSONL file of
 {"id", "text"} objects) tokenised with the checkpoint's tokenizer.json. With
@@ -98,7 +99,7 @@ class PromptStream:
         # Fail here, before any cell, when the longest prompt cannot be made from the text.
         self._text.take(0, self._span[1] - len(self._shared))
         self._lengths: list[int] = []
-        self._prompts: dict[int, list[int]] = {}   # built once, replayed by every arm and round
+        self._prompts: dict[tuple[int, int], list[int]] = {}   # built once, replayed by every arm and round
 
     def request_id(self, client: int, i: int) -> int:
         if not 0 <= client < self.width or i < 0:
@@ -111,8 +112,19 @@ class PromptStream:
         return self._lengths[request_id]
 
     def prompt(self, client: int, i: int) -> list[int]:
-        k = self.request_id(client, i)
-        if k not in self._prompts:
-            own = self.length(k) - len(self._shared)
-            self._prompts[k] = self._shared + self._text.take(self._order[k % len(self._order)], own)
-        return self._prompts[k]
+        return self.prompt_of(self.request_id(client, i))
+
+    def prompt_of(self, request_id: int, length: int | None = None) -> list[int]:
+        """Request `request_id`'s prompt: the seeded length unless `length` is given (the
+        whole prompt, shared prefix included, which must leave it tokens of its own)."""
+        if request_id < 0:
+            raise ValueError(f"request ids are >= 0, got {request_id}")
+        n = self.length(request_id) if length is None else length
+        key = (request_id, n)
+        if key not in self._prompts:
+            own = n - len(self._shared)
+            if own < 1:
+                raise WorkloadError(f"a {n}-token prompt leaves no tokens after the "
+                                    f"{len(self._shared)}-token shared prefix")
+            self._prompts[key] = self._shared + self._text.take(self._order[request_id % len(self._order)], own)
+        return self._prompts[key]

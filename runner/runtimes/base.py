@@ -2,8 +2,11 @@
 
 A Runtime is started for one arm (`runner.runtimes.start`), warmed up once outside any
 cell's clock, then for each cell: `begin_cell()`, `submit()` a request per closed-loop
-client, `poll()` while `busy()` (each call makes progress and returns the requests that
-finished, with their times on the perf_counter_ns clock), `end_cell()` for the cell's
+client or at each open-loop arrival (also while others are in flight), `poll()` while
+`busy()` (each call makes progress and returns the requests that finished, with their
+times on the perf_counter_ns clock; `poll(wait_s)` bounds how long a runtime that only
+waits, a server's, may block, so an open-loop arrival is submitted on time; a runtime
+that computes in poll() does one step of work and returns), `end_cell()` for the cell's
 per-pass rows (None: this runtime cannot give them, which is stored as no rows, never as
 zero rows of zeros). `stop()` releases it (a server the runner started is stopped).
 
@@ -64,7 +67,9 @@ class Runtime:
     def busy(self) -> bool:
         raise NotImplementedError
 
-    def poll(self) -> list[Finished]:
+    def poll(self, wait_s: float | None = None) -> list[Finished]:
+        """Make progress; the requests that finished. `wait_s`: the longest this call may
+        wait for a finish when it has no work of its own to do (None: its own default)."""
         raise NotImplementedError
 
     def end_cell(self) -> list | None:

@@ -48,7 +48,8 @@ class Bothrows(Runtime):
     def busy(self) -> bool:
         return self.engine.has_work()
 
-    def poll(self) -> list[Finished]:
+    def poll(self, wait_s=None) -> list[Finished]:
+        # One pass, whatever wait_s says: the pass is the work an arrival waits for.
         return [Finished(ev.request_id, ev.prompt_tokens, ev.output_tokens, ev.cached_tokens,
                          ev.arrival_ns, ev.first_token_ns, ev.done_ns, ev.tokens,
                          getattr(ev, "token_ns", None))

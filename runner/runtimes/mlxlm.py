@@ -81,7 +81,8 @@ class MlxLm(Runtime):
     def busy(self) -> bool:
         return bool(self.live)
 
-    def poll(self) -> list[Finished]:
+    def poll(self, wait_s=None) -> list[Finished]:
+        # One generator step, whatever wait_s says: that step is the work itself.
         return self._poll_batched() if self.draft is None else self._poll_draft()
 
     def _poll_batched(self) -> list[Finished]:

@@ -29,7 +29,7 @@ from tokenizers import Tokenizer
 
 from .base import Finished, Runtime, RuntimeFault
 
-POLL_SECONDS = 1.0   # how long poll() waits for a finish before handing control back
+POLL_SECONDS = 1.0   # how long poll() waits for a finish before handing control back (at most)
 
 
 class OpenAI(Runtime):
@@ -85,10 +85,11 @@ class OpenAI(Runtime):
     def busy(self) -> bool:
         return bool(self._in_flight)
 
-    def poll(self) -> list[Finished]:
+    def poll(self, wait_s: float | None = None) -> list[Finished]:
         out: list[Finished] = []
-        try:
-            item = self._done.get(timeout=POLL_SECONDS)
+        wait = POLL_SECONDS if wait_s is None else min(POLL_SECONDS, max(0.0, wait_s))
+        try:   # the streams run on their threads: this only waits, so not past an arrival
+            item = self._done.get(timeout=wait)
         except queue.Empty:
             return out
         while True:

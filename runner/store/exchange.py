@@ -2,7 +2,9 @@
 merge such exports (or another machine's whole DuckDB file) into this database.
 
 Import is idempotent: a run already present (same run_id) or a chip already present
-(same chip_id) is skipped, so importing the same export twice adds nothing. This module
+(same chip_id) is skipped, so importing the same export twice adds nothing. An export or
+database from before a table existed (tokens.parquet, from schema version 4) imports as
+having none of its rows, and columns added since (ADDED_COLUMNS) as NULL. This module
 writes only through an open Store; it does not render anything.
 """
 from __future__ import annotations
@@ -13,9 +15,12 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .store import ADDED_COLUMNS, Store, StoreError
+from .store import ADDED_COLUMNS, TOKEN_SCHEMA, Store, StoreError
 
-TABLES = ("chips", "runs", "requests", "passes")
+REQUIRED_TABLES = ("chips", "runs", "requests", "passes")
+# Tables later schema versions added, with their columns: a source without one has no rows.
+ADDED_TABLES: dict[str, pa.Schema] = {"tokens": pa.schema([("run_id", pa.string())] + list(TOKEN_SCHEMA))}
+TABLES = REQUIRED_TABLES + tuple(ADDED_TABLES)
 
 
 def _columns(st: Store, table: str) -> list[str]:
@@ -25,7 +30,7 @@ def _columns(st: Store, table: str) -> list[str]:
 
 
 def export_experiment(st: Store, experiment: str, out_dir: str | Path) -> dict[str, int]:
-    """Write chips/runs/requests/passes.parquet for the experiment's complete runs.
+    """Write chips/runs/requests/passes/tokens.parquet for the experiment's complete runs.
     Returns rows written per table; raises StoreError when there is nothing to export."""
     selects = {
         "runs": "SELECT * FROM runs WHERE experiment = ? AND status = 'complete' ORDER BY run_id",
@@ -35,6 +40,8 @@ def export_experiment(st: Store, experiment: str, out_dir: str | Path) -> dict[s
                     "AND r.status = 'complete' ORDER BY q.run_id, q.request_id",
         "passes": "SELECT p.* FROM passes p JOIN runs r USING (run_id) WHERE r.experiment = ? "
                   "AND r.status = 'complete' ORDER BY p.run_id, p.pass_index",
+        "tokens": "SELECT k.* FROM tokens k JOIN runs r USING (run_id) WHERE r.experiment = ? "
+                  "AND r.status = 'complete' ORDER BY k.run_id, k.request_id, k.token_index",
     }
     tables = {t: st.con.sql(sql, params=[experiment]).to_arrow_table() for t, sql in selects.items()}
     if tables["runs"].num_rows == 0:
@@ -51,11 +58,12 @@ def export_experiment(st: Store, experiment: str, out_dir: str | Path) -> dict[s
 
 def _read_export(source: Path) -> dict[str, pa.Table]:
     folder = source.parent if source.suffix == ".parquet" else source
-    missing = [f"{t}.parquet" for t in TABLES if not (folder / f"{t}.parquet").is_file()]
+    missing = [f"{t}.parquet" for t in REQUIRED_TABLES if not (folder / f"{t}.parquet").is_file()]
     if missing:
         raise StoreError(f"{source}: not an export (missing {', '.join(missing)} in {folder})")
     try:
-        return {t: pq.read_table(folder / f"{t}.parquet") for t in TABLES}
+        return {t: pq.read_table(folder / f"{t}.parquet") for t in TABLES
+                if (folder / f"{t}.parquet").is_file()}
     except (pa.ArrowInvalid, OSError) as e:
         raise StoreError(f"{folder}: cannot read Parquet: {e}") from None
 
@@ -66,8 +74,10 @@ def _read_database(source: Path) -> dict[str, pa.Table]:
     except duckdb.Error as e:
         raise StoreError(f"{source}: cannot open as a DuckDB database: {e}") from None
     try:
+        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         return {t: con.sql(f"SELECT * FROM {t} WHERE " + (
-            "status = 'complete'" if t == "runs" else "true")).to_arrow_table() for t in TABLES}
+            "status = 'complete'" if t == "runs" else "true")).to_arrow_table() for t in TABLES
+            if t in REQUIRED_TABLES or t in present}   # an older database may lack a later table
     except duckdb.Error as e:
         raise StoreError(f"{source}: not a bothrows database: {e}") from None
     finally:
@@ -85,8 +95,13 @@ def read_source(source: str | Path) -> dict[str, pa.Table]:
 
 
 def import_tables(st: Store, tables: dict[str, pa.Table], source: str) -> dict[str, int]:
-    """Merge exported tables; returns rows added per table (0 everywhere on a repeat)."""
-    tables = {t: _with_added_columns(t, tables[t]) for t in TABLES}
+    """Merge exported tables; returns rows added per table (0 everywhere on a repeat).
+    A table of ADDED_TABLES may be absent (a source from before it): it adds no rows."""
+    lacking = [t for t in REQUIRED_TABLES if t not in tables]
+    if lacking:
+        raise StoreError(f"{source}: lacks the {', '.join(lacking)} table(s)")
+    tables = {t: _with_added_columns(t, tables[t] if t in tables else ADDED_TABLES[t].empty_table())
+              for t in TABLES}
     for t in TABLES:
         missing = sorted(set(_columns(st, t)) - set(tables[t].column_names))
         if missing:
@@ -127,7 +142,7 @@ def _merge(st: Store, names: dict[str, str]) -> None:
                        "WHERE chip_id NOT IN (SELECT chip_id FROM chips)")
         st.con.execute(f"INSERT INTO runs SELECT {cols['runs']} FROM {names['runs']} "
                        "WHERE run_id IN (SELECT run_id FROM _new_runs)")
-        for t in ("requests", "passes"):
+        for t in ("requests", "passes", "tokens"):
             st.con.execute(f"INSERT INTO {t} SELECT {cols[t]} FROM {names[t]} "
                            "WHERE run_id IN (SELECT run_id FROM _new_runs)")
     finally:
@@ -135,7 +150,7 @@ def _merge(st: Store, names: dict[str, str]) -> None:
 
 
 def export_runs(st: Store, run_ids: list[str], out_dir: str | Path) -> dict[str, int]:
-    """Write chips/runs/requests/passes.parquet holding exactly the given complete runs
+    """Write chips/runs/requests/passes/tokens.parquet holding exactly the given complete runs
     (the format `export_experiment` writes); the measurement folders of
     runner.store.measurements are made this way. Raises StoreError when an id is not a
     complete run of this database."""
@@ -156,6 +171,8 @@ def export_runs(st: Store, run_ids: list[str], out_dir: str | Path) -> dict[str,
             "requests": f"SELECT * FROM requests WHERE run_id IN ({chosen}) "
                         "ORDER BY run_id, request_id",
             "passes": f"SELECT * FROM passes WHERE run_id IN ({chosen}) ORDER BY run_id, pass_index",
+            "tokens": f"SELECT * FROM tokens WHERE run_id IN ({chosen}) "
+                      "ORDER BY run_id, request_id, token_index",
         }
         tables = {t: st.con.sql(sql).to_arrow_table() for t, sql in selects.items()}
     finally:

@@ -1,8 +1,9 @@
 """The committed raw data: a folder of measurement folders, and the DuckDB file rebuilt
 from them.
 
-Each measurement is its own folder of chips/runs/requests/passes.parquet (the
-`runner export` format) named `<UTC start>-<chip_id[:8]>-<experiment>-<run-ids hash>`,
+Each measurement is its own folder of chips/runs/requests/passes/tokens.parquet (the
+`runner export` format; folders written before per-token times have no tokens.parquet,
+and load as runs without token rows) named `<UTC start>-<chip_id[:8]>-<experiment>-<run-ids hash>`,
 e.g. `20261129T122702Z-1f87df8d-spec-decode-batching-3e5a0c1f`: one experiment on one
 chip, written once and never changed. Two branches that each measure add two different
 paths, so git merges them without a conflict. The measurements of a database file live
@@ -30,7 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .exchange import TABLES, export_runs, import_tables
+from .exchange import REQUIRED_TABLES, TABLES, export_runs, import_tables
 from .store import Store, StoreError, StoreLocked
 
 FOLDER = "measurements"
@@ -138,6 +139,8 @@ def manifest(root: Path) -> Manifest:
     for folder in measurement_folders(root):
         for t in TABLES:
             path = folder / f"{t}.parquet"
+            if t not in REQUIRED_TABLES and not path.exists():
+                continue   # a folder from before the table existed
             try:
                 digest = hashlib.sha256(path.read_bytes()).hexdigest()
             except OSError as e:
@@ -155,7 +158,8 @@ def _read(path: Path, columns: list[str] | None = None) -> pa.Table:
 
 
 def read_folder(folder: Path) -> dict[str, pa.Table]:
-    return {t: _read(folder / f"{t}.parquet") for t in TABLES}
+    return {t: _read(folder / f"{t}.parquet") for t in TABLES
+            if t in REQUIRED_TABLES or (folder / f"{t}.parquet").exists()}
 
 
 def _stored_manifest(st: Store) -> tuple[Manifest | None, set[str]]:

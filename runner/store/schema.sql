@@ -30,7 +30,8 @@ CREATE TABLE IF NOT EXISTS runs (
     finished_at        TIMESTAMP,
     status             VARCHAR NOT NULL     -- running | complete | failed
 
-    -- later columns come from MIGRATIONS in store.py (2: the load figures, 3: runtime)
+    -- later columns come from MIGRATIONS in store.py (2: the load figures, 3: runtime,
+    -- 4: slo_ttft_ms, slo_tpot_ms; 4 also adds requests.label and the tokens table)
 );
 
 CREATE TABLE IF NOT EXISTS requests (

@@ -1,5 +1,6 @@
-"""The only writer of the bothrows DuckDB file: open (with its write lock), migrate, and
-append chips, runs, requests and passes.
+"""The only writer of the bothrows DuckDB file: open (with its write lock), migrate (the
+schema's history is migrations.py's), and append chips, runs, requests, per-token times
+and passes.
 
 Append-only: a re-measurement adds runs; nothing changes in place except what a run's
 finish records (its status, finish time and the machine-load figures taken over its
@@ -18,41 +19,13 @@ import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import duckdb
 import pyarrow as pa
 
-SCHEMA_SQL = Path(__file__).with_name("schema.sql")
-# version -> DDL that brings the database from version-1 to version. Add, never edit.
-MIGRATIONS: dict[int, str] = {
-    1: SCHEMA_SQL.read_text(),
-    # How busy the machine was while the run's cell ran (runner/experiments/load.py says how
-    # each is measured). Nullable: older runs, and platforms that do not report a figure.
-    2: """
-    ALTER TABLE runs ADD COLUMN loadavg_start DOUBLE;        -- 1-minute load average, cell start
-    ALTER TABLE runs ADD COLUMN loadavg_end DOUBLE;          -- ... and cell end
-    ALTER TABLE runs ADD COLUMN steal_fraction DOUBLE;       -- stolen CPU time / all CPU time
-    ALTER TABLE runs ADD COLUMN busy_fraction_other DOUBLE;  -- other processes' CPU time / all
-    """,
-    # Runs on other runtimes (runner/runtimes/): which one measured the run (NULL: a run from
-    # before this column, all of which are our engine's), and request figures a server does
-    # not report are NULL rather than 0: cached_tokens when its usage figures lack them, and
-    # output_sha256 when it streams text, not token ids.
-    3: """
-    ALTER TABLE runs ADD COLUMN runtime VARCHAR;
-    ALTER TABLE requests ALTER COLUMN cached_tokens DROP NOT NULL;
-    ALTER TABLE requests ALTER COLUMN output_sha256 DROP NOT NULL;
-    """,
-}
-SCHEMA_VERSION = max(MIGRATIONS)
-# Columns later migrations added, with their Arrow types: rows exported before a migration
-# lack them, and an import fills them with NULL (runner.store.exchange).
-ADDED_COLUMNS: dict[str, dict[str, pa.DataType]] = {
-    "runs": {"loadavg_start": pa.float64(), "loadavg_end": pa.float64(),
-             "steal_fraction": pa.float64(), "busy_fraction_other": pa.float64(),
-             "runtime": pa.string()},
-}
+from .migrations import ADDED_COLUMNS, MIGRATIONS, SCHEMA_VERSION  # noqa: F401  (the API)
+
 LOAD_COLUMNS = ("loadavg_start", "loadavg_end", "steal_fraction", "busy_fraction_other")
 
 CHIP_COLUMNS = ("name", "device", "cores", "memory_bytes", "os", "mlx_version")
@@ -60,7 +33,12 @@ REQUEST_SCHEMA = pa.schema([
     ("request_id", pa.int32()), ("client", pa.int32()), ("prompt_tokens", pa.int32()),
     ("output_tokens", pa.int32()), ("cached_tokens", pa.int32()), ("arrival_ns", pa.int64()),
     ("first_token_ns", pa.int64()), ("done_ns", pa.int64()), ("output_sha256", pa.string()),
+    ("label", pa.string()),
 ])
+# Request columns a caller may leave out (NULL): added after callers that do not know them.
+OPTIONAL_REQUEST_COLUMNS = ("label",)
+TOKEN_SCHEMA = pa.schema([("request_id", pa.int32()), ("token_index", pa.int32()),
+                          ("t_ns", pa.int64())])
 PASS_SCHEMA = pa.schema([
     ("pass_index", pa.int32()), ("start_ns", pa.int64()), ("duration_ns", pa.int64()),
     ("kind", pa.string()), ("width", pa.int32()), ("prefill_tokens", pa.int32()),
@@ -85,6 +63,11 @@ class StoreLocked(StoreError):
 def chip_id_of(fingerprint: dict) -> str:
     canonical = json.dumps(fingerprint, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def _positive(value) -> bool:
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and math.isfinite(value) and value > 0)
 
 
 def _utc_naive(ts: datetime | None) -> datetime:
@@ -193,21 +176,65 @@ class Store:
     def begin_run(self, *, experiment: str, declaration_sha256: str, arm: str, concurrency: int,
                   round: int, chip_id: str, model_sha256: str, code_version: str, knobs: dict,
                   seed: int, quick: bool, started_at: datetime | None = None,
-                  runtime: str = "bothrows") -> str:
+                  runtime: str = "bothrows", slo_ttft_ms: float | None = None,
+                  slo_tpot_ms: float | None = None) -> str:
+        """A new 'running' run; slo_*: the declared service-level objective (None: none)."""
         if not self._one("SELECT 1 FROM chips WHERE chip_id = ?", [chip_id]):
             raise StoreError(f"begin_run: chip {chip_id!r} is not in the database; call ensure_chip first")
+        for key, value in (("slo_ttft_ms", slo_ttft_ms), ("slo_tpot_ms", slo_tpot_ms)):
+            if value is not None and not _positive(value):
+                raise StoreError(f"begin_run: {key} must be a positive finite number or None, got {value!r}")
         run_id = uuid.uuid4().hex
         self.con.execute(  # columns named: later migrations append columns to the table
             "INSERT INTO runs (run_id, experiment, declaration_sha256, arm, concurrency, round, "
             "chip_id, model_sha256, code_version, knobs, seed, quick, started_at, finished_at, "
-            "status, runtime) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running', ?)",
+            "status, runtime, slo_ttft_ms, slo_tpot_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running', ?, ?, ?)",
             [run_id, experiment, declaration_sha256, arm, int(concurrency), int(round), chip_id,
              model_sha256, code_version, json.dumps(knobs, sort_keys=True, default=str), int(seed),
-             bool(quick), _utc_naive(started_at), str(runtime)])
+             bool(quick), _utc_naive(started_at), str(runtime), slo_ttft_ms, slo_tpot_ms])
         return run_id
 
     def append_requests(self, run_id: str, rows: list[dict]) -> None:
+        """Rows of REQUEST_SCHEMA's columns (OPTIONAL_REQUEST_COLUMNS may be left out: NULL)."""
+        rows = [r if all(k in r for k in OPTIONAL_REQUEST_COLUMNS)
+                else {**dict.fromkeys(OPTIONAL_REQUEST_COLUMNS), **r} for r in rows]
         self._append("requests", REQUEST_SCHEMA, run_id, rows)
+
+    def append_tokens(self, run_id: str, times: dict[int, Sequence[int]]) -> None:
+        """Per-token times: request_id -> each output token's t_ns (cell-relative), in token
+        order. Append the run's requests first: every request named must be one of them,
+        with exactly output_tokens times. Built column-wise: a cell has many tokens."""
+        self._require_running(run_id, "append_tokens")
+        if not times:
+            return
+        try:
+            ids = [int(k) for k in times]
+            lengths = [len(v) for v in times.values()]
+            arrow = pa.table({
+                "request_id": pa.array([k for k, n in zip(ids, lengths) for _ in range(n)], pa.int32()),
+                "token_index": pa.array([i for n in lengths for i in range(n)], pa.int32()),
+                "t_ns": pa.array([t for v in times.values() for t in v], pa.int64())}, schema=TOKEN_SCHEMA)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
+            raise StoreError(f"append_tokens: {e}") from None
+        counts = pa.table({"request_id": pa.array(ids, pa.int32()), "n": pa.array(lengths, pa.int64())})
+        self.con.register("_incoming", arrow)
+        self.con.register("_counts", counts)
+        try:
+            wrong = self.con.execute(
+                "SELECT c.request_id, c.n, q.output_tokens FROM _counts c LEFT JOIN "
+                "(SELECT request_id, output_tokens FROM requests WHERE run_id = ?) q USING (request_id) "
+                "WHERE q.output_tokens IS DISTINCT FROM c.n ORDER BY c.request_id LIMIT 3", [run_id]).fetchall()
+            if wrong:
+                raise StoreError("append_tokens: " + "; ".join(
+                    f"request {k} of run {run_id} " + ("is not in its requests" if out is None else
+                                                       f"has {out} output tokens but {n} times")
+                    for k, n, out in wrong))
+            self.con.execute("INSERT INTO tokens (run_id, request_id, token_index, t_ns) "
+                             "SELECT ?, request_id, token_index, t_ns FROM _incoming", [run_id])
+        finally:
+            self.con.unregister("_incoming")
+            self.con.unregister("_counts")
 
     def append_passes(self, run_id: str, rows: list[dict]) -> None:
         self._append("passes", PASS_SCHEMA, run_id, rows)

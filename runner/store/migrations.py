@@ -1,0 +1,58 @@
+"""The schema's history: the DDL that brings a database from each version to the next,
+and the columns later versions added (an export made before them lacks them, and an
+import fills them with NULL). Add, never edit: a database records the versions it ran.
+This module only declares; store.py runs the migrations.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+SCHEMA_SQL = Path(__file__).with_name("schema.sql")
+# version -> DDL that brings the database from version-1 to version. Add, never edit.
+MIGRATIONS: dict[int, str] = {
+    1: SCHEMA_SQL.read_text(),
+    # How busy the machine was while the run's cell ran (runner/experiments/load.py says how
+    # each is measured). Nullable: older runs, and platforms that do not report a figure.
+    2: """
+    ALTER TABLE runs ADD COLUMN loadavg_start DOUBLE;        -- 1-minute load average, cell start
+    ALTER TABLE runs ADD COLUMN loadavg_end DOUBLE;          -- ... and cell end
+    ALTER TABLE runs ADD COLUMN steal_fraction DOUBLE;       -- stolen CPU time / all CPU time
+    ALTER TABLE runs ADD COLUMN busy_fraction_other DOUBLE;  -- other processes' CPU time / all
+    """,
+    # Runs on other runtimes (runner/runtimes/): which one measured the run (NULL: a run from
+    # before this column, all of which are our engine's), and request figures a server does
+    # not report are NULL rather than 0: cached_tokens when its usage figures lack them, and
+    # output_sha256 when it streams text, not token ids.
+    3: """
+    ALTER TABLE runs ADD COLUMN runtime VARCHAR;
+    ALTER TABLE requests ALTER COLUMN cached_tokens DROP NOT NULL;
+    ALTER TABLE requests ALTER COLUMN output_sha256 DROP NOT NULL;
+    """,
+    # Open-loop arrivals and per-token latency (issue 18): one row per generated token with
+    # its arrival time, relative to the cell's start like the requests' times (token_index
+    # 0 is the first output token; a request whose runtime cannot time its tokens has no
+    # rows, never rows of zeros); a script entry's label on its requests (NULL otherwise);
+    # the declared service-level objective on each run (NULL: none declared).
+    4: """
+    CREATE TABLE tokens (
+        run_id      VARCHAR NOT NULL,
+        request_id  INTEGER NOT NULL,
+        token_index INTEGER NOT NULL,
+        t_ns        BIGINT NOT NULL
+    );
+    ALTER TABLE requests ADD COLUMN label VARCHAR;
+    ALTER TABLE runs ADD COLUMN slo_ttft_ms DOUBLE;
+    ALTER TABLE runs ADD COLUMN slo_tpot_ms DOUBLE;
+    """,
+}
+SCHEMA_VERSION = max(MIGRATIONS)
+# Columns later migrations added, with their Arrow types: rows exported before a migration
+# lack them, and an import fills them with NULL (runner.store.exchange).
+ADDED_COLUMNS: dict[str, dict[str, pa.DataType]] = {
+    "runs": {"loadavg_start": pa.float64(), "loadavg_end": pa.float64(),
+             "steal_fraction": pa.float64(), "busy_fraction_other": pa.float64(),
+             "runtime": pa.string(), "slo_ttft_ms": pa.float64(), "slo_tpot_ms": pa.float64()},
+    "requests": {"label": pa.string()},
+}
