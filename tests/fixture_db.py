@@ -86,6 +86,15 @@ def _run_rows(rng: random.Random, chip: FixtureChip, arm: str, concurrency: int,
     return requests, rows
 
 
+def token_times(requests: list[dict]) -> dict[int, list[int]]:
+    """Each request's output tokens evenly spaced from its first token to its last."""
+    out = {}
+    for q in requests:
+        n, a, b = q["output_tokens"], q["first_token_ns"], q["done_ns"]
+        out[q["request_id"]] = [a + (b - a) * i // max(n - 1, 1) for i in range(n)]
+    return out
+
+
 def build_fixture(path: str | Path, *, experiment: str = EXPERIMENT,
                   chips: tuple[FixtureChip, ...] = DEFAULT_CHIPS,
                   arms: tuple[str, ...] = ("off", "on"), concurrencies: tuple[int, ...] = (1, 2, 4),
@@ -116,6 +125,7 @@ def build_fixture(path: str | Path, *, experiment: str = EXPERIMENT,
                             quick=quick, started_at=day.replace(hour=8, minute=r))
                         st.append_requests(run, reqs)
                         st.append_passes(run, passes)
+                        st.append_tokens(run, token_times(reqs))
                         fx.pass_rows += len(passes)
                         st.finish_run(run, "failed" if (chip.name, arm, c) in fail else "complete",
                                       finished_at=day.replace(hour=9))
@@ -143,6 +153,7 @@ def remeasure(path: str | Path, chip: FixtureChip, arm: str, concurrency: int, *
                                started_at=day.replace(hour=8, minute=r))
             st.append_requests(run, reqs)
             st.append_passes(run, passes)
+            st.append_tokens(run, token_times(reqs))
             st.finish_run(run, "complete", finished_at=day.replace(hour=9))
             run_ids.append(run)
     return run_ids

@@ -17,6 +17,7 @@ from conftest_publish import build_site
 from test_publish_browser import CHROMIUM, _Quiet, chromium, console_messages, tables_too_wide
 from runner.cli import main as cli
 from runner.experiments.declaration import load
+from runner.store.measurements import sync_database
 
 REPO = Path(__file__).resolve().parents[1]
 DB = REPO / "reports" / "data" / "runs.duckdb"
@@ -34,6 +35,7 @@ def site(tmp_path_factory):
 
 
 def test_the_committed_data_is_one_complete_set_of_the_current_declaration():
+    sync_database(DB)
     exp = load(REPO / "reports" / "experiments" / f"{NAME}.toml")
     con = duckdb.connect(str(DB), read_only=True)
     try:

@@ -149,6 +149,6 @@ def test_a_post_draws_on_several_experiments(tmp_path):
     assert [f.message for f in out.failures] == ["unknown experiment 'exp-c'; this post draws on 'exp-a', 'exp-b'"]
     assert [v.ok for v in out.verdicts] == [True, True]
     assert sorted(n for n in out.downloads.tables) == [
-        "exp-a-passes", "exp-a-requests", "exp-a-runs", "exp-b-passes", "exp-b-requests", "exp-b-runs"]
+        f"{e}-{t}" for e in ("exp-a", "exp-b") for t in ("passes", "requests", "runs", "tokens")]
     gaps = render_post("# G\n", {"experiments": ["exp-a", "nothing"]}, key="g.md", db_path=db)
     assert [f.message for f in gaps.failures] == [f"experiment 'nothing' has no complete runs in database {db}"]

@@ -41,7 +41,7 @@ def test_cell_metrics_match_a_row_by_row_recomputation(fixture_db):
     a = cells[(chip, "on", 2, "acceptance")]
     assert a.mean == pytest.approx(sum(accept) / 2)
     assert (chip, "off", 2, "acceptance") not in cells      # nothing drafted: no acceptance
-    assert {m for (_, _, _, m) in cells} == set(METRICS)
+    assert {m for (_, _, _, m) in cells} == set(METRICS) - {"goodput_rps"}   # no SLO declared
 
 
 def test_failed_runs_are_left_out_and_quick_runs_are_preferred_only_when_alone(tmp_path):
@@ -76,7 +76,7 @@ def test_a_remeasurement_supersedes_the_older_run_of_the_same_round(tmp_path):
 
 
 def test_inlined_sql_runs_as_printed(fixture_db):
-    sql = inline_sql(CELLS_SQL, {"experiment": EXPERIMENT, "quick": False, "as_of": None})
+    sql = inline_sql(CELLS_SQL, {"experiment": EXPERIMENT, "quick": False, "as_of": None, "label": None})
     assert "$" not in sql.replace("'$.blas'", "")
     con = duckdb.connect(str(fixture_db), read_only=True)
     assert len(con.execute(sql.rstrip().rstrip(";")).fetchall()) > 0

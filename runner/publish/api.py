@@ -4,11 +4,12 @@ Closures over the post's PostData (one per experiment), so no object with intern
 reachable from the sandbox. Every function takes `experiment=` (default: the post's
 first experiment); comparisons take `base=` (default: the post's base arm, see
 `postdata.PostData.base`); values take `chip=` (default: the judging chip, the post's
-home unless the claims-on-every-chip table is being filled).
+home unless the claims-on-every-chip table is being filled); values and tables take
+`requests=` (a request label of a scripted workload: the figures of those requests only).
 """
 from __future__ import annotations
 
-from runner.publish import blocks, traffic as traffic_choice
+from runner.publish import blocks, timelines, traffic as traffic_choice
 from runner.publish.postdata import PostData
 from runner.publish.templating import render_block
 
@@ -33,23 +34,28 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
         d = data(experiment)
         return first.token(render_block("block_error.html", message="block not drawn"), "") if d is None else draw(d)
 
-    def regime_table(metrics, base=None, experiment=None):
-        return block(experiment, lambda d: blocks.regime_table(d, metrics, base))
+    def regime_table(metrics, base=None, experiment=None, requests=None):
+        return block(experiment, lambda d: blocks.regime_table(d, metrics, base, requests))
 
-    def chart(metric, x="concurrency", experiment=None):
-        return block(experiment, lambda d: blocks.chart(d, metric, x))
+    def chart(metric, x="concurrency", experiment=None, requests=None):
+        return block(experiment, lambda d: blocks.chart(d, metric, x, requests))
+
+    def timeline_chart(concurrency=None, round=0, chip=None, experiment=None):
+        return block(experiment, lambda d: timelines.timeline_chart(d, concurrency, round, chip))
 
     def drafted_by_width_chart(experiment=None):
         return block(experiment, blocks.drafted_by_width_chart)
 
-    def metric(name, arm, concurrency, chip=None, experiment=None):
-        return value(experiment, "value", lambda d: d.metric(name, arm, concurrency, chip))
+    def metric(name, arm, concurrency, chip=None, experiment=None, requests=None):
+        return value(experiment, "value", lambda d: d.metric(name, arm, concurrency, chip, requests))
 
-    def gain(metric, arm, base=None, concurrency=1, chip=None, experiment=None):
-        return value(experiment, "change", lambda d: d.compare(metric, arm, base, concurrency, chip, "change"))
+    def gain(metric, arm, base=None, concurrency=1, chip=None, experiment=None, requests=None):
+        return value(experiment, "change",
+                     lambda d: d.compare(metric, arm, base, concurrency, chip, "change", requests))
 
-    def ratio(metric, arm, base=None, concurrency=1, chip=None, experiment=None):
-        return value(experiment, "ratio", lambda d: d.compare(metric, arm, base, concurrency, chip, "ratio"))
+    def ratio(metric, arm, base=None, concurrency=1, chip=None, experiment=None, requests=None):
+        return value(experiment, "ratio",
+                     lambda d: d.compare(metric, arm, base, concurrency, chip, "ratio", requests))
 
     def headline_table(arm, base=None, metrics=("prefill_tps", "decode_tps"), experiments=None):
         chosen = [data(e) for e in (experiments or list(datas))]
@@ -72,7 +78,8 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
         d = data(experiment)
         return "" if d is None else traffic_choice.best_arm(d, profile, chip)
 
-    return {"regime_table": regime_table, "headline_table": headline_table, "chart": chart, "metric": metric, "gain": gain,
+    return {"regime_table": regime_table, "headline_table": headline_table, "chart": chart,
+            "timeline_chart": timeline_chart, "metric": metric, "gain": gain,
             "ratio": ratio, "claim": claim, "drafted_by_width_chart": drafted_by_width_chart,
             "traffic": traffic, "traffic_speed": traffic_speed, "traffic_gain": traffic_gain,
             "traffic_best": traffic_best, "experiment": default, "experiments": list(datas)}

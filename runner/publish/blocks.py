@@ -39,8 +39,10 @@ def _arm_order(data: PostData, base: str) -> list[str]:
     return sorted(data.arm_order, key=lambda a: a != base)
 
 
-def regime_table(data: PostData, metrics: list, base: str | None = None) -> Markup:
+def regime_table(data: PostData, metrics: list, base: str | None = None,
+                 requests: str | None = None) -> Markup:
     base = data.base if base is None else base
+    view = data.view(requests, now=True)
     metrics = _metrics(data, metrics, "regime_table")
     if base not in data.regimes.arms:
         data.fail(f"regime_table: base arm {base!r} is not an arm of {data.experiment!r} "
@@ -51,7 +53,7 @@ def regime_table(data: PostData, metrics: list, base: str | None = None) -> Mark
     for chip in data.regimes.chips:
         for arm in _arm_order(data, base):
             for conc in data.regimes.concurrencies:
-                cells = [_cell(data, m, chip, arm, base, conc) for m in metrics]
+                cells = [_cell(data, view, m, chip, arm, base, conc) for m in metrics]
                 measured = (chip, arm, conc) in data.now.measured
                 rows.append({"chip": data.chip_names.get(chip, chip), "arm": arm,
                              "concurrency": conc, "regime": data.regimes.regime_of(conc),
@@ -62,13 +64,13 @@ def regime_table(data: PostData, metrics: list, base: str | None = None) -> Mark
     html = render_block("regime_table.html", groups=[
         {"metrics": [METRICS[metrics[i]] for i in g],
          "rows": [{**r, "cells": [r["cells"][i] for i in g]} for r in rows]} for g in groups],
-        base=base, sql_href=sql_href, number=number)
+        base=base, sql_href=sql_href, number=number, requests=requests)
     return data.token(html, "")
 
 
-def _cell(data: PostData, m: str, chip: str, arm: str, base: str, conc: int) -> dict:
-    spec, cell = METRICS[m], data.cells.get((chip, arm, conc, m))
-    ratio = (data.now.compare(m, chip, arm, base, conc, "ratio")
+def _cell(data: PostData, view, m: str, chip: str, arm: str, base: str, conc: int) -> dict:
+    spec, cell = METRICS[m], view.cells.get((chip, arm, conc, m))
+    ratio = (view.compare(m, chip, arm, base, conc, "ratio")
              if cell is not None and arm != base and base in data.regimes.arms else None)
     return {"value": _fmt(cell.mean, spec.decimals) if cell else None,
             "interval": _interval(cell.lo, cell.hi, spec.decimals) if cell else "",
@@ -108,11 +110,11 @@ def headline_table(datas: list[PostData], arm: str, base: str | None, metrics: l
     return first.token(html, "")
 
 
-def _series(data: PostData, metric: str) -> list[charts.Series]:
+def _series(data: PostData, metric: str, view) -> list[charts.Series]:
     out = []
     for chip in data.regimes.chips:
         for arm in data.arm_order:
-            pts = [(c, data.cells.get((chip, arm, c, metric))) for c in data.regimes.concurrencies]
+            pts = [(c, view.cells.get((chip, arm, c, metric))) for c in data.regimes.concurrencies]
             pts = [(c, cell) for c, cell in pts if cell is not None and cell.mean is not None]
             out.append(charts.Series(chip, arm, tuple(charts.concurrency_x(c) for c, _ in pts),
                                      tuple(cell.mean for _, cell in pts),
@@ -121,22 +123,24 @@ def _series(data: PostData, metric: str) -> list[charts.Series]:
     return out
 
 
-def chart(data: PostData, metric: str, x: str = "concurrency") -> Markup:
+def chart(data: PostData, metric: str, x: str = "concurrency", requests: str | None = None) -> Markup:
     if metric not in METRICS or x != "concurrency":
         data.fail(f"chart: unknown metric {metric!r}" if metric not in METRICS else
                   f"chart: x must be 'concurrency', got {x!r}")
         return data.token(render_block("block_error.html", message="chart not drawn"), "")
     spec, reg = METRICS[metric], data.regimes
     fig = charts.panel_figure(
-        _series(data, metric), [(c, data.chip_names[c]) for c in reg.chips], list(data.arm_order),
+        _series(data, metric, data.view(requests, now=True)), [(c, data.chip_names[c]) for c in reg.chips],
+        list(data.arm_order),
         {"batch 1": charts.concurrency_x(1), "ceiling": charts.concurrency_x(reg.ceiling)},
         "concurrency", f"{spec.label} ({spec.unit})" if spec.unit else spec.label,
         [(charts.concurrency_x(c), str(c)) for c in reg.concurrencies])
     div_id = charts.chart_id(data.key, "chart", metric, x, len(data.blocks))
     sql_href = data.register_sql("chart", sql.inline_sql(sql.RUN_VALUES_SQL, data.params))
     html = render_block("chart.html", div_id=div_id, figure=charts.figure_json(fig),
-                        caption=f"{spec.label} by concurrency, one panel per chip; bars show "
-                                "the 95% interval (paired bootstrap over rounds and requests)",
+                        caption=f"{spec.label}{'' if requests is None else f' of the {requests} requests'} "
+                                "by concurrency, one panel per chip; bars show the 95% interval "
+                                "(paired bootstrap over rounds and requests)",
                         sql_href=sql_href)
     return data.token(html, "")
 

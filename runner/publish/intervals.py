@@ -3,9 +3,11 @@
 The method, in one place:
 
 - A cell (chip, arm, concurrency) has one run per round; each run has its requests. Its
-  figure is the mean over rounds of each run's value (`queries.RUN_METRICS`): a mean
-  over the run's requests (prefill_tps, decode_tps), a percentile over them (TTFT and
-  TPOT p50/p90), or a run total (aggregate_tps and the per-pass figures).
+  figure is the mean over rounds of each run's value (`sql.RUN_METRICS`): a mean over
+  the run's requests (prefill_tps, decode_tps), a percentile over them (TTFT and TPOT
+  p50/p90/p99), a percentile over every inter-token gap of its requests (ITL), the
+  largest of its requests' longest gaps (stall_max_ms), or a run total (aggregate_tps,
+  goodput_rps and the per-pass figures).
 - One bootstrap resample draws the rounds with replacement and, inside each drawn round,
   the requests with replacement; the statistic is recomputed on the draw (a weighted mean
   or weighted percentile of the requests, then a weighted mean over rounds). Run-level
@@ -41,6 +43,11 @@ REQUEST_METRICS: dict[str, tuple[str, object]] = {
     "prefill_tps": ("prefill_tps", "mean"), "decode_tps": ("decode_tps", "mean"),
     "ttft_p50_ms": ("ttft_ms", 0.5), "ttft_p90_ms": ("ttft_ms", 0.9),
     "tpot_p50_ms": ("tpot_ms", 0.5), "tpot_p90_ms": ("tpot_ms", 0.9),
+    "ttft_p99_ms": ("ttft_ms", 0.99), "tpot_p99_ms": ("tpot_ms", 0.99),
+    # every inter-token gap of the run (a request's gaps move together), and each
+    # request's longest gap, of which the run's figure is the largest
+    "itl_p50_ms": ("itl_ms", 0.5), "itl_p90_ms": ("itl_ms", 0.9), "itl_p99_ms": ("itl_ms", 0.99),
+    "stall_max_ms": ("stall_ms", 1.0),
 }
 
 

@@ -24,6 +24,13 @@ METRICS: dict[str, MetricSpec] = {m.name: m for m in (
     MetricSpec("ttft_p90_ms", "TTFT p90", "ms", 1),
     MetricSpec("tpot_p50_ms", "TPOT p50", "ms", 2),
     MetricSpec("tpot_p90_ms", "TPOT p90", "ms", 2),
+    MetricSpec("ttft_p99_ms", "TTFT p99", "ms", 1),
+    MetricSpec("tpot_p99_ms", "TPOT p99", "ms", 2),
+    MetricSpec("itl_p50_ms", "ITL p50", "ms", 2),
+    MetricSpec("itl_p90_ms", "ITL p90", "ms", 2),
+    MetricSpec("itl_p99_ms", "ITL p99", "ms", 1),
+    MetricSpec("stall_max_ms", "longest stall", "ms", 1),
+    MetricSpec("goodput_rps", "goodput", "req/s", 2),
     MetricSpec("passes", "passes", "", 0),
     MetricSpec("drafted_passes", "drafted passes", "", 0),
     MetricSpec("acceptance", "acceptance", "", 3),
@@ -32,6 +39,8 @@ METRICS: dict[str, MetricSpec] = {m.name: m for m in (
 )}
 
 
+# From per-token rows (inter-token gaps): absent for a run whose runtime gave no token times.
+PER_TOKEN = ("itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "stall_max_ms")
 # Computed from per-pass rows: absent (NULL) for a run whose runtime records no passes.
 PER_PASS = ("passes", "drafted_passes", "acceptance", "state_mb", "max_state_mb")
 

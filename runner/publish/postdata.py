@@ -53,6 +53,10 @@ def chip_labels(chips) -> dict[str, str]:
     return {c.chip_id: f"{c.name} ({c.chip_id[:8]})" if c.name in shared else c.name for c in chips}
 
 
+def _of(requests: str | None) -> str:
+    return "" if requests is None else f" (its {requests!r} requests)"
+
+
 @dataclass
 class PostState:
     """What one rendering of a post collects, shared by its experiments' PostData."""
@@ -102,7 +106,7 @@ class PostData:
         self.base = base if base is not None else (arms[0] if arms else "")
         self.model = experiment                 # the declaration's model, when post.py knows it
         self.runtimes = self.reader.arm_runtimes(experiment, quick)   # arm -> (runtime, has passes)
-        self.params = {"experiment": experiment, "quick": quick, "as_of": None}
+        self.params = {"experiment": experiment, "quick": quick, "as_of": None, "label": None}
 
     # -- plumbing -----------------------------------------------------------
     def fail(self, message: str, line: int | None = None) -> None:
@@ -195,27 +199,41 @@ class PostData:
         return str(label)
 
     # -- values -------------------------------------------------------------
-    def metric(self, name: str, arm: str, concurrency: int, chip: str | None = None) -> Measured:
+    def view(self, requests: str | None, now: bool = False):
+        """The judging view (or, for blocks, the newest data), of the requests labelled
+        `requests` only when given."""
+        if requests is not None and not isinstance(requests, str):
+            self.fail(f"requests= names a request label (a string), got {requests!r}")
+            requests = None
+        as_of = None if now else self.judging.as_of
+        if requests is None:
+            return self.now if now else self.judged
+        return self.views.get(self.experiment, self.quick, as_of, requests)
+
+    def metric(self, name: str, arm: str, concurrency: int, chip: str | None = None,
+               requests: str | None = None) -> Measured:
         chip_id = self.chip_for(chip)
         ok = self.metric_ok(name) and self.arm_ok(arm) and chip_id is not None
-        what = f"{name} of {arm} at concurrency {concurrency} on {self.label_of(chip_id, chip)}"
+        what = (f"{name} of {arm}{_of(requests)} at concurrency {concurrency} on "
+                f"{self.label_of(chip_id, chip)}")
         key = (chip_id, arm, int(concurrency), name)
-        if not ok or key not in self.judged.cells:
+        judged = self.view(requests)
+        if not ok or key not in judged.cells:
             return self._absent(self.measured(None, None, None, 0, "value", what, name, set()), name, arm)
-        cell = self.judged.cells[key]
+        cell = judged.cells[key]
         return self.measured(cell.mean, cell.lo, cell.hi, cell.n_rounds, "value", what, name,
                               {(chip_id, arm, int(concurrency))})
 
     def compare(self, metric: str, arm: str, base: str | None, concurrency: int, chip: str | None,
-                kind: str) -> Measured:
+                kind: str, requests: str | None = None) -> Measured:
         base = self.base if base is None else base
         chip_id = self.chip_for(chip)
-        what = (f"{metric} of {arm} vs {base} at concurrency {concurrency} on "
+        what = (f"{metric} of {arm} vs {base}{_of(requests)} at concurrency {concurrency} on "
                 f"{self.label_of(chip_id, chip)}")
         if not (self.metric_ok(metric) and self.arm_ok(arm) and self.arm_ok(base)) or chip_id is None:
             return self.measured(None, None, None, 0, kind, what, metric, set())
         c = int(concurrency)
-        e = self.judged.compare(metric, chip_id, arm, base, c, kind)
+        e = self.view(requests).compare(metric, chip_id, arm, base, c, kind)
         return self._absent(self.measured(e.value, e.lo, e.hi, e.n_rounds, kind, what, metric,
                                           {(chip_id, arm, c), (chip_id, base, c)}), metric, arm, base)
 

@@ -17,8 +17,9 @@ import numpy as np
 import pyarrow as pa
 
 from runner.publish.metrics import METRICS
+from runner.store.migrations import SCHEMA_VERSION
 from runner.publish.sql import (
-    CELLS_SQL, RUN_VALUES_SQL, REQUEST_VALUES_SQL, ROUND_VALUES_SQL, DRAFTED_BY_WIDTH_SQL,
+    CELLS_SQL, GAP_VALUES_SQL, TIMELINE_SQL, RUN_VALUES_SQL, REQUEST_VALUES_SQL, ROUND_VALUES_SQL, DRAFTED_BY_WIDTH_SQL,
     DRAFTED_BY_WIDTH_RUNS_SQL, LAYOUT_SQL, CHIPS_SQL, PROVENANCE_SQL, LOAD_SQL,
     BUSY_CELLS_SQL, BUSY, DECLARATION_CELLS_SQL, RUN_SUMMARY_SQL, REPETITIONS_SQL,
     ARM_RUNTIMES_SQL, REMEASURED_SQL, RAW_SQL,
@@ -61,8 +62,13 @@ class Reader:
         try:
             self.con = duckdb.connect(str(self.path), read_only=True)
             self.con.execute("SELECT count(*) FROM runs").fetchall()
+            version = self.con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
         except duckdb.Error as e:
             raise QueryError(f"database {self.path} cannot be read: {e}") from None
+        if version != SCHEMA_VERSION:
+            self.con.close()
+            raise QueryError(f"database {self.path} has schema version {version}, this bothrows reads "
+                             f"{SCHEMA_VERSION}: `runner build` (or `make report`) brings it up to date")
 
     def close(self) -> None:
         self.con.close()
@@ -86,44 +92,64 @@ class Reader:
         return None if not flags else (False if False in flags else True)
 
     def cells(self, experiment: str, quick: bool, as_of: datetime | None = None) -> list[CellStat]:
-        p = {"experiment": experiment, "quick": quick, "as_of": as_of}
+        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": None}
         return [CellStat(c, a, int(k), m, mean, lo, hi, int(n))
                 for c, a, k, m, mean, lo, hi, n in self._rows(CELLS_SQL, p)]
 
     def round_values(self, experiment: str, quick: bool, metric: str,
                      as_of: datetime | None = None) -> list[tuple[str, str, int, int, float]]:
-        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "metric": metric}
+        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "metric": metric, "label": None}
         return [(c, a, int(k), int(r), v) for c, a, k, r, v in self._rows(ROUND_VALUES_SQL, p)]
 
-    def run_values(self, experiment: str, quick: bool,
-                   as_of: datetime | None = None) -> dict[tuple, dict[str, float | None]]:
-        """(chip, arm, concurrency, round) -> {metric: the run's value}."""
-        p = {"experiment": experiment, "quick": quick, "as_of": as_of}
+    def run_values(self, experiment: str, quick: bool, as_of: datetime | None = None,
+                   label: str | None = None) -> dict[tuple, dict[str, float | None]]:
+        """(chip, arm, concurrency, round) -> {metric: the run's value}; with `label`,
+        the request figures of the requests so labelled only."""
+        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": label}
         return {(c, a, int(k), int(r)): dict(zip(METRICS, vals))
                 for c, a, k, r, *vals in self._rows(RUN_VALUES_SQL, p)}
 
-    def request_values(self, experiment: str, quick: bool, as_of: datetime | None = None) -> dict:
-        """(chip, arm, concurrency, round) -> {column: (request ids, values)} as numpy
-        arrays, for the bootstrap (`intervals.py`); nulls are NaN."""
-        p = {"experiment": experiment, "quick": quick, "as_of": as_of}
-        used = {k: v for k, v in p.items() if f"${k}" in REQUEST_VALUES_SQL}
-        t = self.con.sql(REQUEST_VALUES_SQL, params=used).to_arrow_table()
+    def _blocks(self, sql: str, params: dict) -> list[tuple[tuple, dict]]:
+        """Rows sorted by (chip, arm, concurrency, round), one (key, columns) per run,
+        columns as numpy arrays (nulls NaN); no Python loop over the rows themselves."""
+        t = self.con.sql(sql, params={k: v for k, v in params.items() if f"${k}" in sql}).to_arrow_table()
         if t.num_rows == 0:
-            return {}
+            return []
         cols = {n: t.column(n).to_numpy(zero_copy_only=False) for n in t.column_names}
         key_cols = [cols["chip_id"], cols["arm"], cols["concurrency"], cols["round"]]
         change = np.zeros(t.num_rows - 1, dtype=bool)
-        for col in key_cols:  # rows are sorted by key: each run is one block
+        for col in key_cols:
             change |= col[1:] != col[:-1]
         starts = np.concatenate([[0], np.nonzero(change)[0] + 1])
         ends = np.concatenate([starts[1:], [t.num_rows]])
-        out = {}
-        for a, b in zip(starts.tolist(), ends.tolist()):
-            k = (str(key_cols[0][a]), str(key_cols[1][a]), int(key_cols[2][a]), int(key_cols[3][a]))
-            ids = cols["request_id"][a:b].astype(np.int64)
-            out[k] = {c: (ids, np.asarray(cols[c][a:b], dtype=float))
+        return [((str(key_cols[0][a]), str(key_cols[1][a]), int(key_cols[2][a]), int(key_cols[3][a])),
+                 {n: v[a:b] for n, v in cols.items()}) for a, b in zip(starts.tolist(), ends.tolist())]
+
+    def request_values(self, experiment: str, quick: bool, as_of: datetime | None = None,
+                       label: str | None = None) -> dict:
+        """(chip, arm, concurrency, round) -> {column: (request ids, values)} as numpy
+        arrays, for the bootstrap (`intervals.py`): one value a request, and every
+        inter-token gap ("itl_ms", the ids repeat) with each request's longest ("stall_ms")."""
+        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": label}
+        out: dict[tuple, dict] = {}
+        for k, cols in self._blocks(REQUEST_VALUES_SQL, p):
+            ids = cols["request_id"].astype(np.int64)
+            out[k] = {c: (ids, np.asarray(cols[c], dtype=float))
                       for c in ("prefill_tps", "decode_tps", "ttft_ms", "tpot_ms")}
+        for k, cols in self._blocks(GAP_VALUES_SQL, p):
+            ids, gaps = cols["request_id"].astype(np.int64), np.asarray(cols["gap_ms"], dtype=float)
+            firsts = np.concatenate([[0], np.nonzero(ids[1:] != ids[:-1])[0] + 1])
+            run = out.setdefault(k, {})
+            run["itl_ms"] = (ids, gaps)
+            run["stall_ms"] = (ids[firsts], np.maximum.reduceat(gaps, firsts))
         return out
+
+    def timeline(self, experiment: str, quick: bool, chip: str, concurrency: int,
+                 round_: int) -> list[tuple[str, int, str, float, float]]:
+        """One run per arm: (arm, request id, label, token time s, gap before it ms)."""
+        p = {"experiment": experiment, "quick": quick, "as_of": None, "label": None,
+             "chip": chip, "concurrency": concurrency, "round": round_}
+        return [(a, int(r), lab, float(t), float(g)) for a, r, lab, t, g in self._rows(TIMELINE_SQL, p)]
 
     def drafted_by_width(self, experiment: str, quick: bool,
                          as_of: datetime | None = None) -> list[tuple[str, str, int, int, int, float]]:

@@ -19,7 +19,31 @@ chosen AS (
                                ORDER BY started_at DESC, run_id DESC) = 1
 )"""
 
-RUN_METRICS = "WITH " + CHOSEN_RUNS + """,
+# $label (NULL: every request) keeps only the requests a scripted workload labelled so:
+# the figures of "the short requests" beside the long one.
+LABELLED = "($label::VARCHAR IS NULL OR q.label = $label)"
+TTFT_MS = "(q.first_token_ns - q.arrival_ns) / 1e6"
+TPOT_MS = "CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6 / (q.output_tokens - 1) END"
+
+# Inter-token gaps of every labelled request: a token's time minus the previous token's.
+GAPS = """
+gap AS (
+    SELECT c.chip_id, c.arm, c.concurrency, c.round, t.run_id, t.request_id, t.token_index, t.t_ns,
+           (t.t_ns - lag(t.t_ns) OVER (PARTITION BY t.run_id, t.request_id ORDER BY t.token_index)) / 1e6
+               AS gap_ms
+    FROM tokens t JOIN chosen c ON t.run_id = c.run_id
+    JOIN requests q ON q.run_id = t.run_id AND q.request_id = t.request_id
+    WHERE """ + LABELLED + """
+)"""
+
+RUN_METRICS = "WITH " + CHOSEN_RUNS + """,""" + GAPS + """,
+tok AS (
+    SELECT run_id,
+        quantile_cont(gap_ms, 0.5) AS itl_p50_ms, quantile_cont(gap_ms, 0.9) AS itl_p90_ms,
+        quantile_cont(gap_ms, 0.99) AS itl_p99_ms, max(gap_ms) AS stall_max_ms
+    FROM gap WHERE gap_ms IS NOT NULL
+    GROUP BY run_id
+),
 req AS (
     SELECT q.run_id,
         avg(q.prompt_tokens * 1e9 / nullif(q.first_token_ns - q.arrival_ns, 0)) AS prefill_tps,
@@ -31,8 +55,16 @@ req AS (
         quantile_cont(CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6
                            / (q.output_tokens - 1) END, 0.5) AS tpot_p50_ms,
         quantile_cont(CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6
-                           / (q.output_tokens - 1) END, 0.9) AS tpot_p90_ms
+                           / (q.output_tokens - 1) END, 0.9) AS tpot_p90_ms,
+        quantile_cont(""" + TTFT_MS + """, 0.99) AS ttft_p99_ms,
+        quantile_cont(""" + TPOT_MS + """, 0.99) AS tpot_p99_ms,
+        -- requests meeting both declared limits, per second of the cell (NULL without an SLO)
+        CASE WHEN any_value(c.slo_ttft_ms) IS NOT NULL OR any_value(c.slo_tpot_ms) IS NOT NULL THEN
+            count(*) FILTER (WHERE """ + TTFT_MS + """ <= coalesce(c.slo_ttft_ms, 'infinity'::DOUBLE)
+                             AND coalesce(""" + TPOT_MS + """, 0) <= coalesce(c.slo_tpot_ms, 'infinity'::DOUBLE))
+            * 1e9 / nullif(max(q.done_ns) - min(q.arrival_ns), 0) END AS goodput_rps
     FROM requests q JOIN chosen c ON q.run_id = c.run_id
+    WHERE """ + LABELLED + """
     GROUP BY q.run_id
 ),
 pas AS (
@@ -48,7 +80,7 @@ pas AS (
 per_run AS (
     SELECT c.chip_id, c.arm, c.concurrency, c.round, c.run_id, """ + ",\n        ".join(
     f"CAST({m} AS DOUBLE) AS {m}" for m in METRICS) + """
-    FROM chosen c LEFT JOIN req USING (run_id) LEFT JOIN pas USING (run_id)
+    FROM chosen c LEFT JOIN req USING (run_id) LEFT JOIN pas USING (run_id) LEFT JOIN tok USING (run_id)
 ),
 long AS (
     UNPIVOT per_run ON """ + ", ".join(METRICS) + """ INTO NAME metric VALUE value
@@ -75,7 +107,21 @@ SELECT c.chip_id, c.arm, c.concurrency, c.round, q.request_id,
        CAST(CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6
                  / (q.output_tokens - 1) END AS DOUBLE) AS tpot_ms
 FROM requests q JOIN chosen c ON q.run_id = c.run_id
+WHERE """ + LABELLED + """
 ORDER BY c.chip_id, c.arm, c.concurrency, c.round, q.request_id"""
+
+# Every inter-token gap, by run and request: the bootstrap moves a request's gaps with it.
+GAP_VALUES_SQL = "WITH " + CHOSEN_RUNS + """,""" + GAPS + """
+SELECT chip_id, arm, concurrency, round, request_id, CAST(gap_ms AS DOUBLE) AS gap_ms FROM gap
+WHERE gap_ms IS NOT NULL
+ORDER BY chip_id, arm, concurrency, round, request_id, gap_ms"""
+
+# One run's tokens for the timeline chart: each token's time and the gap before it.
+TIMELINE_SQL = "WITH " + CHOSEN_RUNS + """,""" + GAPS + """
+SELECT g.arm, g.request_id, coalesce(q.label, '') AS label, g.t_ns / 1e9 AS t_s, g.gap_ms
+FROM gap g JOIN requests q ON q.run_id = g.run_id AND q.request_id = g.request_id
+WHERE g.chip_id = $chip AND g.concurrency = $concurrency AND g.round = $round AND g.gap_ms IS NOT NULL
+ORDER BY g.arm, g.request_id, g.token_index"""
 
 ROUND_VALUES_SQL = RUN_METRICS + """
 SELECT chip_id, arm, concurrency, round, value FROM long
@@ -183,6 +229,8 @@ RAW_SQL = {
                 "ORDER BY c.chip_id, c.arm, c.concurrency, c.round, q.run_id, q.request_id",
     "passes": "WITH " + CHOSEN_RUNS + "\nSELECT p.* FROM passes p JOIN chosen c ON p.run_id = c.run_id "
               "ORDER BY c.chip_id, c.arm, c.concurrency, c.round, p.run_id, p.pass_index",
+    "tokens": "WITH " + CHOSEN_RUNS + "\nSELECT t.* FROM tokens t JOIN chosen c ON t.run_id = c.run_id "
+              "ORDER BY c.chip_id, c.arm, c.concurrency, c.round, t.run_id, t.request_id, t.token_index",
 }
 
 

@@ -4,7 +4,7 @@ A `View` is what a page block or a claim reads: the per-run and per-request valu
 query layer returns for complete runs started before `as_of` (None: all of them), the
 bootstrap over them (`intervals.py`), and a lazy mapping (chip, arm, concurrency, metric)
 -> CellStat that computes each cell's interval the first time it is asked for. Views are
-cached per (experiment, quickness, as_of) for one post, since a post is rendered several
+cached per (experiment, quickness, as_of, request label) for one post, since a post is rendered several
 times (once per chip in the claims-on-every-chip table) over the same data.
 """
 from __future__ import annotations
@@ -14,7 +14,6 @@ from datetime import datetime
 
 from runner.publish import queries
 from runner.publish.intervals import Estimate, Intervals
-from runner.publish.metrics import METRICS
 
 
 class CellMap(Mapping):
@@ -47,10 +46,11 @@ class CellMap(Mapping):
 
 
 class View:
-    def __init__(self, reader: queries.Reader, experiment: str, quick: bool, as_of: datetime | None):
-        self.experiment, self.quick, self.as_of = experiment, quick, as_of
-        self.runs = reader.run_values(experiment, quick, as_of)
-        self.intervals = Intervals(experiment, self.runs, reader.request_values(experiment, quick, as_of))
+    def __init__(self, reader: queries.Reader, experiment: str, quick: bool, as_of: datetime | None,
+                 label: str | None = None):
+        self.experiment, self.quick, self.as_of, self.label = experiment, quick, as_of, label
+        self.runs = reader.run_values(experiment, quick, as_of, label)
+        self.intervals = Intervals(experiment, self.runs, reader.request_values(experiment, quick, as_of, label))
         self.cells = CellMap(self.intervals, self.runs)
         self.measured = {(c, a, k) for (c, a, k, _) in self.runs}
         self.chip_ids = tuple(sorted({c for (c, _, _, _) in self.runs}))
@@ -66,12 +66,8 @@ class ViewCache:
         self.reader = reader
         self._views: dict[tuple, View] = {}
 
-    def get(self, experiment: str, quick: bool, as_of: datetime | None) -> View:
-        key = (experiment, quick, as_of)
+    def get(self, experiment: str, quick: bool, as_of: datetime | None, label: str | None = None) -> View:
+        key = (experiment, quick, as_of, label)
         if key not in self._views:
-            self._views[key] = View(self.reader, experiment, quick, as_of)
+            self._views[key] = View(self.reader, experiment, quick, as_of, label)
         return self._views[key]
-
-
-def known_metric(name: object) -> bool:
-    return name in METRICS
