@@ -119,3 +119,27 @@ def test_deep_refuses_a_leftover_state_without_resume(tmp_path, capsys):
     rc = cli_main(["train", "--preset", "deep", "--out", str(out), "--no-openblas", "--resume"])
     assert rc == 2
     assert "state.json: saved by another recipe" in capsys.readouterr().err
+
+
+# The shipped deep checkpoint: its shape, mlx-lm parity on a few tokens, accepted drafts.
+def test_shipped_deep_checkpoint_is_deep_parity_with_mlx_lm_and_drafts_are_accepted():
+    import json
+
+    from runner.engine.checkpoint import SHIPPED, load_model, load_tokenizer, read_args
+    from runner.train import evaluate
+    deep, tiny = SHIPPED / "deep", SHIPPED / "tiny"
+    cfg = json.loads((deep / "config.json").read_text())
+    assert cfg["model_type"] == "glm4_moe" and cfg["num_nextn_predict_layers"] == 1
+    assert cfg["num_hidden_layers"] >= 12
+    assert sum(p.stat().st_size for p in deep.iterdir() if p.is_file()) <= 40_000_000
+    for shared in ("tokenizer.json", "heldout.jsonl"):       # every workload applies to both
+        assert (deep / shared).read_bytes() == (tiny / shared).read_bytes()
+    model = load_model(deep, read_args(deep), with_mtp=True, with_indexer=True)
+    tok = load_tokenizer(deep)
+    prompts = [p.text for p in data.read_prompts(deep / "heldout.jsonl")[:4]]
+    ids = np.array([tok.encode(t).ids[:96] for t in prompts], dtype=np.int32)
+    generated = evaluate.greedy_mlx_lm(deep, ids, 12)
+    res = evaluate.acceptance(model, ids, generated)
+    assert res["parity_mismatches"] == 0                      # mlx-lm's greedy tokens are ours
+    assert res["mtp_acceptance"] >= 0.5, res["mtp_acceptance"]
+    assert evaluate.logit_parity(deep, model, ids[0]) < 1e-3

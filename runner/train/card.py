@@ -177,8 +177,9 @@ def _distill_lines(d: dict | None) -> list[str]:
     return [f"- Then MTP self-distillation (`{d['command']}`): only the MTP layer trains, for "
             f"{d['steps']} steps of batch {d['batch']} (seed {d['seed']}), on "
             "KL(main model's softmax at t+1 || MTP's softmax from (h_t, x_(t+1))); "
-            f"KL {d['first_kl']:.3f} -> {d['last_kl']:.3f}, {d['wall_s'] / 60:.1f} min. Greedy MTP "
-            f"acceptance before it: {100 * d.get('mtp_acceptance_before', float('nan')):.1f}%."]
+            f"KL {d['first_kl']:.3f} -> {d['last_kl']:.3f}, {d['wall_s'] / 60:.1f} min."
+            + ("" if d.get("mtp_acceptance_before") is None else
+               f" Greedy MTP acceptance before it: {100 * d['mtp_acceptance_before']:.1f}%.")]
 
 
 def write_card(directory: Path) -> None:
