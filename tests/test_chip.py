@@ -44,3 +44,18 @@ def test_code_version_is_the_commit_with_a_dirty_flag(tmp_path):
     assert chip.code_version(tmp_path) == head
     (tmp_path / "f.txt").write_text("b")
     assert chip.code_version(tmp_path) == head + "+dirty"
+
+
+def test_measurement_folders_do_not_make_the_code_dirty(tmp_path):
+    import subprocess
+    from runner.experiments.chip import code_version
+    git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "c")
+    (tmp_path / "reports" / "data" / "measurements" / "m1").mkdir(parents=True)
+    (tmp_path / "reports" / "data" / "measurements" / "m1" / "runs.parquet").write_bytes(b"data")
+    assert not code_version(tmp_path).endswith("+dirty")     # a run's own output is data
+    (tmp_path / "new.py").write_text("y = 2\n")
+    assert code_version(tmp_path).endswith("+dirty")

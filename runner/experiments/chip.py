@@ -94,8 +94,14 @@ def fingerprint() -> dict:
     }
 
 
+# Measurement folders are data, not code: a run's own output must not make the next
+# run's code version "dirty".
+DATA_PATHS = (":(exclude)reports/data/measurements",)
+
+
 def code_version(repo: Path | None = None) -> str:
-    """`git rev-parse HEAD`, plus "+dirty" when the tree has changes; "unknown" outside git."""
+    """`git rev-parse HEAD`, plus "+dirty" when the tree (measurement folders aside) has
+    changes; "unknown" outside git."""
     repo = repo or Path(__file__).resolve().parents[2]
 
     def git(*args: str) -> str | None:
@@ -108,4 +114,4 @@ def code_version(repo: Path | None = None) -> str:
     head = git("rev-parse", "HEAD")
     if not head:
         return "unknown"
-    return head + ("+dirty" if git("status", "--porcelain") else "")
+    return head + ("+dirty" if git("status", "--porcelain", "--", ".", *DATA_PATHS) else "")
