@@ -152,3 +152,16 @@ def test_a_post_draws_on_several_experiments(tmp_path):
         f"{e}-{t}" for e in ("exp-a", "exp-b") for t in ("passes", "requests", "runs", "tokens")]
     gaps = render_post("# G\n", {"experiments": ["exp-a", "nothing"]}, key="g.md", db_path=db)
     assert [f.message for f in gaps.failures] == [f"experiment 'nothing' has no complete runs in database {db}"]
+
+
+def test_a_dated_update_judges_its_claims_on_the_data_of_its_own_day(travelled):
+    """A section written later (a dated update) reads the data as of its day: as_of=."""
+    body = ('# U\n\n{{ claim("+25%", gain("decode_tps", arm="on", concurrency=1)) }}\n'
+            '{{ claim("+49%", gain("decode_tps", arm="on", concurrency=1, as_of="2026-12-03")) }}\n'
+            '{{ claim("+25%", gain("decode_tps", arm="on", concurrency=1, chip="Fixture M3", as_of="2026-11-25")) }}\n'
+            '{{ metric("decode_tps", arm="on", concurrency=1, as_of="soon") }}\n')
+    post = render_post(body, {"experiment": "spec-fixture", "date": "2026-11-20"}, key="p.md", db_path=travelled)
+    assert [v.ok for v in post.verdicts] == [True, True, True], [v.reason for v in post.verdicts]
+    assert "Fixture M1 (data as of 2026-12-03)" in post.verdicts[1].measured.what
+    assert "Fixture M3 (data as of 2026-11-25)" in post.verdicts[2].measured.what
+    assert [f.message for f in post.failures] == ["as_of= names a day (YYYY-MM-DD), got 'soon'"]

@@ -5,7 +5,9 @@ reachable from the sandbox. Every function takes `experiment=` (default: the pos
 first experiment); comparisons take `base=` (default: the post's base arm, see
 `postdata.PostData.base`); values take `chip=` (default: the judging chip, the post's
 home unless the claims-on-every-chip table is being filled); values and tables take
-`requests=` (a request label of a scripted workload: the figures of those requests only).
+`requests=` (a request label of a scripted workload: the figures of those requests only);
+values take `as_of=` (a day: a claim in a dated update section is judged on the data as
+of its own day, not the post's).
 """
 from __future__ import annotations
 
@@ -46,16 +48,16 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
     def drafted_by_width_chart(experiment=None):
         return block(experiment, blocks.drafted_by_width_chart)
 
-    def metric(name, arm, concurrency, chip=None, experiment=None, requests=None):
-        return value(experiment, "value", lambda d: d.metric(name, arm, concurrency, chip, requests))
+    def metric(name, arm, concurrency, chip=None, experiment=None, requests=None, as_of=None):
+        return value(experiment, "value", lambda d: d.metric(name, arm, concurrency, chip, requests, as_of))
 
-    def gain(metric, arm, base=None, concurrency=1, chip=None, experiment=None, requests=None):
+    def gain(metric, arm, base=None, concurrency=1, chip=None, experiment=None, requests=None, as_of=None):
         return value(experiment, "change",
-                     lambda d: d.compare(metric, arm, base, concurrency, chip, "change", requests))
+                     lambda d: d.compare(metric, arm, base, concurrency, chip, "change", requests, as_of))
 
-    def ratio(metric, arm, base=None, concurrency=1, chip=None, experiment=None, requests=None):
+    def ratio(metric, arm, base=None, concurrency=1, chip=None, experiment=None, requests=None, as_of=None):
         return value(experiment, "ratio",
-                     lambda d: d.compare(metric, arm, base, concurrency, chip, "ratio", requests))
+                     lambda d: d.compare(metric, arm, base, concurrency, chip, "ratio", requests, as_of))
 
     def headline_table(arm, base=None, metrics=("prefill_tps", "decode_tps"), experiments=None):
         chosen = [data(e) for e in (experiments or list(datas))]
@@ -68,15 +70,15 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
     def traffic(profile, label="traffic", base=None, experiment=None):
         return block(experiment, lambda d: traffic_choice.traffic(d, profile, label, base))
 
-    def traffic_speed(profile, arm, chip=None, experiment=None):
-        return value(experiment, "value", lambda d: traffic_choice.speed(d, profile, arm, chip))
+    def traffic_speed(profile, arm, chip=None, experiment=None, as_of=None):
+        return value(experiment, "value", lambda d: traffic_choice.speed(d, profile, arm, chip, as_of))
 
-    def traffic_gain(profile, arm, base=None, chip=None, experiment=None):
-        return value(experiment, "change", lambda d: traffic_choice.gain(d, profile, arm, base, chip))
+    def traffic_gain(profile, arm, base=None, chip=None, experiment=None, as_of=None):
+        return value(experiment, "change", lambda d: traffic_choice.gain(d, profile, arm, base, chip, as_of))
 
-    def traffic_best(profile, chip=None, experiment=None):
+    def traffic_best(profile, chip=None, experiment=None, as_of=None):
         d = data(experiment)
-        return "" if d is None else traffic_choice.best_arm(d, profile, chip)
+        return "" if d is None else traffic_choice.best_arm(d, profile, chip, as_of)
 
     return {"regime_table": regime_table, "headline_table": headline_table, "chart": chart,
             "timeline_chart": timeline_chart, "metric": metric, "gain": gain,

@@ -12,13 +12,14 @@ from __future__ import annotations
 import posixpath
 import sys
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, time, timedelta
 
 from markupsafe import Markup
 
 from runner.publish.claims import Measured, Verdict, claim_link, judge
 from runner.publish.home import Judging, match_chip
 from runner.publish.metrics import METRICS, PER_PASS, unknown_metric_message
+from runner.publish.notes import as_day
 from runner.publish.regimes import Regimes, check_regimes
 from runner.publish.templating import template_line
 from runner.publish.views import ViewCache
@@ -99,7 +100,6 @@ class PostData:
         self.regimes: Regimes = check_regimes(self.reader.layout(experiment, quick), self.now.measured,
                                               [c.chip_id for c in self.chips], self.chip_names)
         self.judging = judging or Judging(None, None, "home")
-        self.judged = views.get(experiment, quick, self.judging.as_of)
         arms = [a for a in declared_arms if a in self.regimes.arms] + sorted(
             a for a in self.regimes.arms if a not in declared_arms)
         self.arm_order = tuple(arms)
@@ -191,33 +191,43 @@ class PostData:
         once, so its claims do not each fail again."""
         return chip is None and self.judging.chip_id is None and self.judging.problem is not None
 
-    def label_of(self, chip_id: str | None, chip: str | None) -> str:
+    def label_of(self, chip_id: str | None, chip: str | None, cutoff: datetime | None = None) -> str:
         label = self.chip_names.get(chip_id, chip)
-        if self.judging.as_of is not None and (chip is None or chip_id == self.judging.chip_id):
-            day = (self.judging.as_of - timedelta(days=1)).strftime("%Y-%m-%d")
-            return f"{label} (data as of {day})"
+        if cutoff is not None:
+            return f"{label} (data as of {(cutoff - timedelta(days=1)):%Y-%m-%d})"
         return str(label)
 
+    def cutoff(self, as_of: object = None) -> datetime | None:
+        """Where a value's data ends: the judging view's date, or the end of the day
+        `as_of` names (a claim in a dated update section reads the data of its day).
+        The claims-on-every-chip table reads every value off the newest data."""
+        if self.judging.every_value:
+            return None
+        if as_of is None:
+            return self.judging.as_of
+        day = as_day(as_of)
+        if day is None:
+            self.fail(f"as_of= names a day (YYYY-MM-DD), got {as_of!r}")
+            return self.judging.as_of
+        return datetime.combine(day + timedelta(days=1), time())
+
     # -- values -------------------------------------------------------------
-    def view(self, requests: str | None, now: bool = False):
-        """The judging view (or, for blocks, the newest data), of the requests labelled
-        `requests` only when given."""
+    def view(self, requests: str | None, now: bool = False, cutoff: datetime | None = None):
+        """The data up to `cutoff` (for blocks, `now`: the newest), of the requests
+        labelled `requests` only when given."""
         if requests is not None and not isinstance(requests, str):
             self.fail(f"requests= names a request label (a string), got {requests!r}")
             requests = None
-        as_of = None if now else self.judging.as_of
-        if requests is None:
-            return self.now if now else self.judged
-        return self.views.get(self.experiment, self.quick, as_of, requests)
+        return self.views.get(self.experiment, self.quick, None if now else cutoff, requests)
 
     def metric(self, name: str, arm: str, concurrency: int, chip: str | None = None,
-               requests: str | None = None) -> Measured:
-        chip_id = self.chip_for(chip)
+               requests: str | None = None, as_of: object = None) -> Measured:
+        chip_id, cutoff = self.chip_for(chip), self.cutoff(as_of)
         ok = self.metric_ok(name) and self.arm_ok(arm) and chip_id is not None
         what = (f"{name} of {arm}{_of(requests)} at concurrency {concurrency} on "
-                f"{self.label_of(chip_id, chip)}")
+                f"{self.label_of(chip_id, chip, cutoff)}")
         key = (chip_id, arm, int(concurrency), name)
-        judged = self.view(requests)
+        judged = self.view(requests, cutoff=cutoff)
         if not ok or key not in judged.cells:
             return self._absent(self.measured(None, None, None, 0, "value", what, name, set()), name, arm)
         cell = judged.cells[key]
@@ -225,15 +235,15 @@ class PostData:
                               {(chip_id, arm, int(concurrency))})
 
     def compare(self, metric: str, arm: str, base: str | None, concurrency: int, chip: str | None,
-                kind: str, requests: str | None = None) -> Measured:
+                kind: str, requests: str | None = None, as_of: object = None) -> Measured:
         base = self.base if base is None else base
-        chip_id = self.chip_for(chip)
+        chip_id, cutoff = self.chip_for(chip), self.cutoff(as_of)
         what = (f"{metric} of {arm} vs {base}{_of(requests)} at concurrency {concurrency} on "
-                f"{self.label_of(chip_id, chip)}")
+                f"{self.label_of(chip_id, chip, cutoff)}")
         if not (self.metric_ok(metric) and self.arm_ok(arm) and self.arm_ok(base)) or chip_id is None:
             return self.measured(None, None, None, 0, kind, what, metric, set())
         c = int(concurrency)
-        e = self.view(requests).compare(metric, chip_id, arm, base, c, kind)
+        e = self.view(requests, cutoff=cutoff).compare(metric, chip_id, arm, base, c, kind)
         return self._absent(self.measured(e.value, e.lo, e.hi, e.n_rounds, kind, what, metric,
                                           {(chip_id, arm, c), (chip_id, base, c)}), metric, arm, base)
 

@@ -39,7 +39,7 @@ def timeline_chart(data: PostData, concurrency: int | None, round_: int, chip: s
                 names.append(name)
             ys = tuple(round(p[4], 4) for p in pts)
             series.append(charts.Series(arm, name, tuple(round(p[3], 6) for p in pts), ys, ys, ys))
-    fig = charts.panel_figure(series, [(a, a) for a in arms], names, {}, "time since the cell started (s)",
+    fig = charts.panel_figure(series, [(a, a) for a in arms], names, {}, "time (s)",
                               "gap before the token (ms)", [], kind="lines")
     for trace in fig["data"]:
         trace.pop("error_y", None)

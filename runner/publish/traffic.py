@@ -100,14 +100,14 @@ def _cells(chip_id: str, arms: tuple[str, ...], profile: Profile) -> set:
     return {(chip_id, a, c) for a in arms for c, _ in profile.shares}
 
 
-def speed(data: PostData, profile: object, arm: str, chip: str | None) -> Measured:
+def speed(data: PostData, profile: object, arm: str, chip: str | None, as_of: object = None) -> Measured:
     """An arm's expected per-user decode speed under the profile, claimable."""
-    prof, chip_id = _profile(data, profile), data.chip_for(chip)
+    prof, chip_id, cutoff = _profile(data, profile), data.chip_for(chip), data.cutoff(as_of)
     what = (f"expected per-user decode_tps of {arm} under traffic "
-            f"({prof.describe() if prof else profile}) on {data.label_of(chip_id, chip)}")
+            f"({prof.describe() if prof else profile}) on {data.label_of(chip_id, chip, cutoff)}")
     if prof is None or chip_id is None or not data.arm_ok(arm):
         return data.measured(None, None, None, 0, "value", what, METRIC, set())
-    e = next(x for x in expected_speeds(data, prof, chip_id, data.judged) if x.arm == arm)
+    e = next(x for x in expected_speeds(data, prof, chip_id, data.view(None, cutoff=cutoff)) if x.arm == arm)
     if e.mean is None:
         return data.measured(None, None, None, 0, "value", what, METRIC, set())
     est = interval(e.mean, e.draws, e.n_rounds)
@@ -115,16 +115,17 @@ def speed(data: PostData, profile: object, arm: str, chip: str | None) -> Measur
                           _cells(chip_id, (arm,), prof))
 
 
-def gain(data: PostData, profile: object, arm: str, base: str | None, chip: str | None) -> Measured:
+def gain(data: PostData, profile: object, arm: str, base: str | None, chip: str | None,
+         as_of: object = None) -> Measured:
     """arm's expected speed over base's, minus 1, under the profile; its interval from the
     same ratio taken draw by draw (paired, as `gain()` is for one concurrency)."""
     base = data.base if base is None else base
-    prof, chip_id = _profile(data, profile), data.chip_for(chip)
+    prof, chip_id, cutoff = _profile(data, profile), data.chip_for(chip), data.cutoff(as_of)
     what = (f"expected per-user decode_tps of {arm} vs {base} under traffic "
-            f"({prof.describe() if prof else profile}) on {data.label_of(chip_id, chip)}")
+            f"({prof.describe() if prof else profile}) on {data.label_of(chip_id, chip, cutoff)}")
     if prof is None or chip_id is None or not (data.arm_ok(arm) and data.arm_ok(base)):
         return data.measured(None, None, None, 0, "change", what, METRIC, set())
-    by_arm = {x.arm: x for x in expected_speeds(data, prof, chip_id, data.judged)}
+    by_arm = {x.arm: x for x in expected_speeds(data, prof, chip_id, data.view(None, cutoff=cutoff))}
     on, off = by_arm[arm], by_arm[base]
     if on.mean is None or not off.mean:
         return data.measured(None, None, None, 0, "change", what, METRIC, set())
@@ -137,12 +138,12 @@ def gain(data: PostData, profile: object, arm: str, base: str | None, chip: str 
                           _cells(chip_id, (arm, base), prof))
 
 
-def best_arm(data: PostData, profile: object, chip: str | None) -> str:
+def best_arm(data: PostData, profile: object, chip: str | None, as_of: object = None) -> str:
     """The arm with the highest expected per-user decode speed ('' when not measured)."""
     prof, chip_id = _profile(data, profile), data.chip_for(chip)
     if prof is None or chip_id is None:
         return ""
-    ranked = _ranked(expected_speeds(data, prof, chip_id, data.judged))
+    ranked = _ranked(expected_speeds(data, prof, chip_id, data.view(None, cutoff=data.cutoff(as_of))))
     return ranked[0].arm if ranked else ""
 
 
