@@ -18,11 +18,12 @@ does not talk to the engine.
 """
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
 from tokenizers import Tokenizer
+
+from runner.train.data import PromptsError, read_prompts
 
 from .declaration import Workload
 
@@ -32,21 +33,11 @@ class WorkloadError(Exception):
 
 
 def read_texts(path: Path) -> list[str]:
-    texts = []
+    """The texts of a JSONL prompt file, read by the one reader of that format."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise WorkloadError(f"{path}: cannot read prompts: {e}") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise WorkloadError(f"{path}:{number}: not a JSON object ({e.msg})") from None
-        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-            raise WorkloadError(f"{path}:{number}: expected an object with a string 'text'")
-        texts.append(record["text"])
+        texts = [p.text for p in read_prompts(path)]
+    except PromptsError as e:
+        raise WorkloadError(str(e)) from None
     if not texts:
         raise WorkloadError(f"{path}: holds no prompts")
     return texts
