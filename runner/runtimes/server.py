@@ -74,6 +74,9 @@ def server_flags(knobs: dict) -> list[str]:
     return flags
 
 
+EXIT_GRACE_S = 2.0
+
+
 class MlxLmServer(OpenAI):
     name = "mlx-lm-server"
 
@@ -123,6 +126,11 @@ class MlxLmServer(OpenAI):
         raise self.fault(f"did not answer /health within {STARTUP_SECONDS:g} s")
 
     def fault(self, what: str):
+        if self.proc is not None:
+            try:  # a dying server resets its connections a moment before it exits
+                self.proc.wait(timeout=EXIT_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
         if self.proc is not None and self.proc.poll() is not None:
             code = self.proc.returncode
             what += f" (the server the runner started exited with code {code}"
