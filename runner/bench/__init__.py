@@ -27,6 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "--layers main layers (random weights)")
     p.add_argument("--layers", default="4,8,16",
                    help="with --pass-cost: comma-separated main-layer counts (default: 4,8,16)")
+    p.add_argument("--seqs", default="1,4",
+                   help="with --mtp: comma-separated sequence counts, 1 to 4 (default: 1,4)")
     p.add_argument("--arms", default="off,always,solo,adaptive",
                    help="with --mtp: comma-separated arms among off, always, solo, adaptive, lazy-solo")
 
@@ -36,9 +38,12 @@ def main(args: argparse.Namespace) -> int:
     if args.rounds < 1 or args.repeats < 1:
         print("runner bench: --rounds and --repeats must be at least 1")
         return 2
-    layers = _layer_counts(args.layers)
+    layers, seqs = _layer_counts(args.layers), _layer_counts(args.seqs)
     if layers is None:
         print(f"runner bench: --layers expects comma-separated positive integers, got {args.layers!r}")
+        return 2
+    if seqs is None or max(seqs) > 4:
+        print(f"runner bench: --seqs expects comma-separated sequence counts from 1 to 4, got {args.seqs!r}")
         return 2
     from ..engine.checkpoint import CheckpointError
     if not args.no_openblas:
@@ -49,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
             run(args.model, args.rounds, layers)
         elif args.mtp:
             from .mtp_ab import run
-            run(args.model, args.rounds, args.tokens, args.arms.split(","), args.repeats)
+            run(args.model, args.rounds, args.tokens, args.arms.split(","), args.repeats, tuple(seqs))
         else:
             from .versus_mlx_lm import run
             run(args.model, args.rounds, args.tokens, args.repeats)

@@ -38,7 +38,8 @@ def best_of(repeats: int, engine: Engine, prompts: list[list[int]], new_tokens: 
     return max((measure(engine, prompts, new_tokens) for _ in range(repeats)), key=lambda m: m["decode"])
 
 
-def run(model: str, rounds: int, new_tokens: int, arms: list[str], repeats: int = 1) -> None:
+def run(model: str, rounds: int, new_tokens: int, arms: list[str], repeats: int = 1,
+        widths: tuple[int, ...] = (1, 4)) -> None:
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise SystemExit(f"runner bench --mtp: unknown arm(s) {unknown}; known: {sorted(ARMS)}")
@@ -47,12 +48,12 @@ def run(model: str, rounds: int, new_tokens: int, arms: list[str], repeats: int 
         engine.warmup(48 + new_tokens)
     sets = {}
     any_engine = next(iter(engines.values()))
-    pool = heldout_prompts(any_engine, 4 * (rounds + 1), 48)
-    for width in (1, 4):
+    pool = heldout_prompts(any_engine, max(widths) * (rounds + 1), 48)
+    for width in widths:
         sets[width] = [pool[i * width:(i + 1) * width] for i in range(rounds + 1)]
-    results = {(a, w): [] for a in arms for w in (1, 4)}
+    results = {(a, w): [] for a in arms for w in widths}
     for r in range(rounds + 1):          # round 0 warms up (compilation) and is dropped
-        for w in (1, 4):
+        for w in widths:
             for a in arms[r % len(arms):] + arms[:r % len(arms)]:   # rotated: no arm always first
                 m = best_of(repeats, engines[a], sets[w][r], new_tokens)
                 if r:
@@ -61,7 +62,7 @@ def run(model: str, rounds: int, new_tokens: int, arms: list[str], repeats: int 
     print(f"checkpoint: {any_engine.checkpoint_dir}, {rounds} interleaved rounds (fastest of {repeats} runs each), {new_tokens} new tokens, "
           f"held-out prompts of 48 tokens")
     print(f"{'arm':<10} {'seqs':>4} {'decode tok/s/seq':>24} {'vs off':>20} {'drafted passes':>15} {'acceptance':>11} {'state MB/seq':>12}")
-    for w in (1, 4):
+    for w in widths:
         for a in arms:
             ms = results[(a, w)]
             dec = [m["decode"] for m in ms]
