@@ -15,7 +15,6 @@ import duckdb
 import pytest
 
 from runner.cli import main as cli
-from runner.engine import RequestEvent
 from runner.experiments.arrivals import Poisson, Script, describe, min_requests, poisson_gaps
 from runner.experiments.declaration import load
 from runner.experiments.estimate import cell_seconds
@@ -188,8 +187,6 @@ def test_the_script_plays_its_lanes_and_replays_until_the_minimums_hold(scripted
 
 @pytest.mark.parametrize("which", ["poisson", "scripted"])
 def test_every_request_has_one_token_row_per_output_token(which, poisson, scripted):
-    if "token_ns" not in RequestEvent.__dataclass_fields__:
-        pytest.skip("this engine does not report per-token times yet")
     rows = {"poisson": poisson, "scripted": scripted}[which]["tokens"]
     assert rows
     for out, n, low, high, all_set, first, done, t_first, t_last in rows:

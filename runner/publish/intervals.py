@@ -80,6 +80,9 @@ class Intervals:
 
     def __init__(self, key: str, runs: dict, requests: dict):
         self.key, self.runs, self.requests = key, runs, requests
+        self._cells: dict[tuple, list[dict]] = {}       # (chip, arm, concurrency) -> runs by round
+        for (c, a, k, _), v in sorted(runs.items()):
+            self._cells.setdefault((c, a, k), []).append(v)
         self._draws: dict[tuple, tuple] = {}
         self._reps: dict[tuple, np.ndarray | None] = {}
 
@@ -149,8 +152,7 @@ class Intervals:
         return np.where(total > 0, x[order][idx], np.nan)
 
     def rounds_of(self, metric: str, chip: str, arm: str, conc: int) -> list[float]:
-        return [v[metric] for (c, a, k, _), v in sorted(self.runs.items())
-                if (c, a, k) == (chip, arm, conc) and v.get(metric) is not None]
+        return [v[metric] for v in self._cells.get((chip, arm, conc), []) if v.get(metric) is not None]
 
     def estimate(self, metric: str, chip: str, arm: str, conc: int) -> Estimate:
         vals = self.rounds_of(metric, chip, arm, conc)

@@ -105,6 +105,14 @@ class _Post:
         self.declarations, self.line_offset, self.page_url = declarations, line_offset, page_url
         self.quick: dict[str, bool] = {}
         self.chips = []
+        self._later: dict[tuple, list[tuple]] = {}
+
+    def later(self, experiment: str, quick: bool, since) -> list[tuple]:
+        """The experiment's complete runs started on or after `since` (read once a post)."""
+        key = (experiment, quick, since)
+        if key not in self._later:
+            self._later[key] = self.reader.remeasured(experiment, quick, since)
+        return self._later[key]
 
     def datas(self, state: PostState, judging: Judging) -> dict[str, PostData]:
         labels = chip_labels(self.chips)
@@ -217,7 +225,7 @@ def _columns(post: _Post, judging: Judging, as_of, home: list[Verdict]) -> list[
         return []
     labels = chip_labels(post.chips)
     later_on_home = bool(as_of and judging.chip_id and any(
-        r[1] == judging.chip_id for e, q in post.quick.items() for r in post.reader.remeasured(e, q, as_of)))
+        r[1] == judging.chip_id for e, q in post.quick.items() for r in post.later(e, q, as_of)))
     cols = []
     for chip in post.chips:
         cid = chip.chip_id
@@ -236,7 +244,7 @@ def _later_notes(post: _Post, datas, judging, as_of, home, columns) -> list[Note
     labels = chip_labels(post.chips)
     out = []
     for e, q in post.quick.items():
-        runs = post.reader.remeasured(e, q, as_of)
+        runs = post.later(e, q, as_of)
         out += across.later_notes(e, runs, labels, judging.chip_id, home, by_chip)
     return out
 

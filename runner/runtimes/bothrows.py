@@ -4,7 +4,7 @@ poll() is one Engine.step(); the only work added per pass is the call itself, an
 finished request one Finished (the executor built one row dict per request already).
 Per-pass rows are the engine's PassEvents, buffered in memory during the cell. Per-token
 times are the engine's own (RequestEvent.token_ns: each token's commit time), passed on
-as they are; an engine without them gives None.
+as they are.
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ class Bothrows(Runtime):
         # One pass, whatever wait_s says: the pass is the work an arrival waits for.
         return [Finished(ev.request_id, ev.prompt_tokens, ev.output_tokens, ev.cached_tokens,
                          ev.arrival_ns, ev.first_token_ns, ev.done_ns, ev.tokens,
-                         getattr(ev, "token_ns", None))
+                         ev.token_ns)
                 for ev in self.engine.step()]
 
     def end_cell(self) -> list[PassEvent]:
