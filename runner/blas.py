@@ -24,6 +24,7 @@ Two more settings come with the re-run, both recorded with results:
 This file installs nothing: the Makefile's `openblas` step (`apt-get install
 libopenblas0-pthread`) does.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -63,20 +64,29 @@ def small_sgemm_library() -> Optional[str]:
     tmp = lib.with_suffix(f".{os.getpid()}.tmp")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([compiler, "-O3", "-shared", "-fPIC", "-o", str(tmp), str(SMALL_SGEMM_SOURCE), "-ldl"],
-                              capture_output=True, text=True)
-    except OSError as e:                   # e.g. a read-only environment
-        print(f"runner: cannot build into {out_dir} ({e}): measuring without the small-row sgemm", file=sys.stderr)
+        done = subprocess.run(
+            [compiler, "-O3", "-shared", "-fPIC", "-o", str(tmp), str(SMALL_SGEMM_SOURCE), "-ldl"],
+            capture_output=True,
+            text=True,
+        )
+    except OSError as e:  # e.g. a read-only environment
+        print(
+            f"runner: cannot build into {out_dir} ({e}): measuring without the small-row sgemm",
+            file=sys.stderr,
+        )
         return None
     if done.returncode != 0:
         tmp.unlink(missing_ok=True)
-        print(f"runner: compiling {SMALL_SGEMM_SOURCE} failed, measuring without the small-row sgemm:\n"
-              f"{done.stderr.strip()}", file=sys.stderr)
+        print(
+            f"runner: compiling {SMALL_SGEMM_SOURCE} failed, measuring without the small-row sgemm:\n"
+            f"{done.stderr.strip()}",
+            file=sys.stderr,
+        )
         return None
-    tmp.replace(lib)                       # atomic: a concurrent run never loads a half-written file
+    tmp.replace(lib)  # atomic: a concurrent run never loads a half-written file
     for old in out_dir.glob("small_sgemm_blas-*.so"):
         if old != lib:
-            old.unlink(missing_ok=True)    # builds of earlier source versions
+            old.unlink(missing_ok=True)  # builds of earlier source versions
     return str(lib)
 
 
@@ -94,7 +104,7 @@ def _is_cli() -> bool:
 
 def argv_from(verb: str) -> list[str]:
     """The command line from the verb on, to re-run it."""
-    return sys.argv[sys.argv.index(verb):] if verb in sys.argv else [verb]
+    return sys.argv[sys.argv.index(verb) :] if verb in sys.argv else [verb]
 
 
 def describe() -> str:
@@ -105,9 +115,11 @@ def describe() -> str:
     real = os.path.realpath(lib)
     threads = os.environ.get("OPENBLAS_NUM_THREADS")
     small = next((p for p in os.environ.get("LD_PRELOAD", "").split(":") if "small_sgemm" in p), None)
-    return (f"OpenBLAS preloaded ({lib} -> {real}); OPENBLAS_CORETYPE={core or 'unset'}, "
-            f"OPENBLAS_NUM_THREADS={threads or 'unset'}; small-row sgemm "
-            f"{'preloaded (' + small + ')' if small else 'off'}")
+    return (
+        f"OpenBLAS preloaded ({lib} -> {real}); OPENBLAS_CORETYPE={core or 'unset'}, "
+        f"OPENBLAS_NUM_THREADS={threads or 'unset'}; small-row sgemm "
+        f"{'preloaded (' + small + ')' if small else 'off'}"
+    )
 
 
 def reexec_with_openblas(argv: list[str]) -> None:
@@ -116,15 +128,24 @@ def reexec_with_openblas(argv: list[str]) -> None:
     yet; otherwise return and go on as is. OPENBLAS_CORETYPE is inherited unchanged;
     OPENBLAS_NUM_THREADS defaults to 1 (see the module notes). argv starts with the verb."""
     lib = openblas_path()
-    if (sys.platform != "linux" or lib is None or preloaded() or os.environ.get(_MARK)
-            or os.environ.get(OPT_OUT) or not _is_cli()):
+    if (
+        sys.platform != "linux"
+        or lib is None
+        or preloaded()
+        or os.environ.get(_MARK)
+        or os.environ.get(OPT_OUT)
+        or not _is_cli()
+    ):
         return
     small = None if os.environ.get(NO_SMALL_SGEMM) else small_sgemm_library()
     env = dict(os.environ, **{_MARK: "1"})
     env["LD_PRELOAD"] = ":".join(p for p in (small, lib, os.environ.get("LD_PRELOAD")) if p)
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
-    print(f"{argv[0]}: re-running with LD_PRELOAD={env['LD_PRELOAD']} (Debian's OpenBLAS instead of MLX's "
-          f"bundled reference BLAS{', small-row products by runner/native/small_sgemm_blas.c' if small else ''}; "
-          f"OPENBLAS_NUM_THREADS={env['OPENBLAS_NUM_THREADS']}; --no-openblas keeps the reference)",
-          file=sys.stderr, flush=True)
+    print(
+        f"{argv[0]}: re-running with LD_PRELOAD={env['LD_PRELOAD']} (Debian's OpenBLAS instead of MLX's "
+        f"bundled reference BLAS{', small-row products by runner/native/small_sgemm_blas.c' if small else ''}; "
+        f"OPENBLAS_NUM_THREADS={env['OPENBLAS_NUM_THREADS']}; --no-openblas keeps the reference)",
+        file=sys.stderr,
+        flush=True,
+    )
     os.execve(sys.executable, [sys.executable, "-m", "runner.cli", *argv], env)

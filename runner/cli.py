@@ -1,5 +1,6 @@
 """`runner`: the command line. One subcommand per verb; each verb lives in its own module
 (exposing `add_arguments(parser)` and `main(args) -> int`) and is imported only when used."""
+
 from __future__ import annotations
 
 import argparse

@@ -25,6 +25,7 @@ SOURCE_DATE_EPOCH from the data). This module reads the database only through
 `queries.Reader`, to make these decisions; it writes nothing itself (loading is
 runner.store.measurements, measuring `runner run`, rendering `runner build`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,9 +44,9 @@ from runner.report_inputs import ReportError, declarations, named_experiments, s
 
 @dataclass(frozen=True)
 class DataState:
-    complete_on: tuple[str, ...]   # chip names holding every cell of the current declaration
-    runs: int                      # complete non-quick runs of the experiment (all declarations)
-    newest: datetime | None        # newest finish time of those runs (UTC)
+    complete_on: tuple[str, ...]  # chip names holding every cell of the current declaration
+    runs: int  # complete non-quick runs of the experiment (all declarations)
+    newest: datetime | None  # newest finish time of those runs (UTC)
 
     @property
     def complete(self) -> bool:
@@ -62,6 +63,7 @@ def data_state(db: Path, exp) -> DataState:
         return DataState((), 0, None)
     from runner.experiments.execute import plan_cells
     from runner.publish.queries import QueryError, Reader
+
     planned = {(c.arm, c.concurrency, c.round) for c in plan_cells(exp)}
     try:
         with Reader(db) as reader:
@@ -78,6 +80,7 @@ def source_date_epoch(db: Path) -> int | None:
     if not db.is_file():
         return None
     from runner.publish.queries import Reader
+
     with Reader(db) as reader:
         newest = reader.run_summary()[1]
     return int(_utc(newest).timestamp()) if newest else None
@@ -87,6 +90,7 @@ def build(config_file: Path, site_dir: Path | None, db: Path) -> int:
     """`runner build` (strict): the database is already loaded; build_site sets
     SOURCE_DATE_EPOCH from the data unless it is set."""
     from runner.publish.commands import build_site
+
     return build_site(config_file, site_dir, strict=True)
 
 
@@ -108,14 +112,16 @@ def _plan(declaration: Path, db: Path, remeasure: bool) -> dict:
             return json.loads(done.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         pass
-    raise ReportError(f"`runner run {declaration} --plan` failed (exit code {done.returncode}); "
-                      "its messages are above")
+    raise ReportError(
+        f"`runner run {declaration} --plan` failed (exit code {done.returncode}); its messages are above"
+    )
 
 
 def _load(db: Path) -> None:
     """Bring the database in line with the committed measurement folders beside it."""
     from runner.store.measurements import sync_database
     from runner.store.store import StoreError
+
     try:
         loaded = sync_database(db)
     except StoreError as e:
@@ -129,8 +135,9 @@ def _why(exp, state: DataState, plan: dict, measure: bool) -> str:
     what = f"{len(plan['todo'])} of {plan['planned']} cells (by arm: {arms})"
     if measure:
         return f"re-measuring {what}: MEASURE=1 asked for every cell"
-    why = (f"no chip has a complete non-quick set of runs of its current declaration "
-           f"(sha256 {exp.sha256[:12]})")
+    why = (
+        f"no chip has a complete non-quick set of runs of its current declaration (sha256 {exp.sha256[:12]})"
+    )
     if state.runs:
         why += f"; its {state.runs} complete runs are of an earlier declaration or incomplete"
     if plan["complete_here"]:
@@ -138,36 +145,44 @@ def _why(exp, state: DataState, plan: dict, measure: bool) -> str:
     return f"measuring {what}: {why}"
 
 
-def report(only: str | None, measure: bool, config_file: Path, site_dir: Path | None,
-           load_only: bool = False) -> int:
+def report(
+    only: str | None, measure: bool, config_file: Path, site_dir: Path | None, load_only: bool = False
+) -> int:
     docs_dir, db = site_paths(config_file)
     if load_only:
         _load(db)
         return 0
     named = named_experiments(docs_dir)
     if only is not None and only not in named:
-        raise ReportError(f"EXPERIMENT={only}: no post names this experiment "
-                          f"(posts name: {', '.join(named) or 'none'})")
+        raise ReportError(
+            f"EXPERIMENT={only}: no post names this experiment (posts name: {', '.join(named) or 'none'})"
+        )
     exps = declarations({only: named[only]} if only else named, docs_dir / "experiments")
     _load(db)
     todo = []
     for name, (declaration, exp) in exps.items():
         state = data_state(db, exp)
         if not measure and state.complete:
-            print(f"report: {name}: using the data from {_day(state.newest)}, {state.runs} runs "
-                  f"in {db} (complete on {', '.join(state.complete_on)}); pass MEASURE=1 to re-measure")
+            print(
+                f"report: {name}: using the data from {_day(state.newest)}, {state.runs} runs "
+                f"in {db} (complete on {', '.join(state.complete_on)}); pass MEASURE=1 to re-measure"
+            )
         else:
             todo.append((declaration, exp, state))
     if todo:
         plans = [_plan(declaration, db, measure) for declaration, _, _ in todo]
         chip = plans[0]["chip"]
-        print(f"report: this chip: {chip['name']} (chip {chip['chip_id'][:8]}, {chip['device']}, "
-              f"{chip['cores']} cores, BLAS {chip['blas']})")
+        print(
+            f"report: this chip: {chip['name']} (chip {chip['chip_id'][:8]}, {chip['device']}, "
+            f"{chip['cores']} cores, BLAS {chip['blas']})"
+        )
         for (_, exp, state), plan in zip(todo, plans):
             print(f"report: {exp.name}: {_why(exp, state, plan, measure)}")
         seconds = sum(p["estimate_seconds"] for p in plans)
-        print(f"report: estimated measuring time: about {_duration(seconds)} "
-              f"({'; '.join(sorted({p['estimate_basis'] for p in plans}))})")
+        print(
+            f"report: estimated measuring time: about {_duration(seconds)} "
+            f"({'; '.join(sorted({p['estimate_basis'] for p in plans}))})"
+        )
         t = time.perf_counter()
         for (declaration, _, _), plan in zip(todo, plans):
             if plan["todo"]:
@@ -190,21 +205,38 @@ def _duration(seconds: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m runner.report", description=__doc__.splitlines()[0])
-    p.add_argument("--experiment", default=None,
-                   help="measure only this experiment (a name some post gives); default: all")
-    p.add_argument("--measure", choices=("0", "1"), default="0",
-                   help="1: re-measure every cell before building; 0 (default): measure only "
-                        "the cells of experiments no chip has complete")
-    p.add_argument("--config-file", "-f", type=Path, default=Path("mkdocs.yml"),
-                   help="mkdocs config (default mkdocs.yml); its bothrows plugin names the database")
-    p.add_argument("--site-dir", "-d", type=Path, default=None,
-                   help="output folder (default: the config's site_dir)")
-    p.add_argument("--load-only", action="store_true",
-                   help="only load the measurement folders into the database, then stop")
+    p.add_argument(
+        "--experiment",
+        default=None,
+        help="measure only this experiment (a name some post gives); default: all",
+    )
+    p.add_argument(
+        "--measure",
+        choices=("0", "1"),
+        default="0",
+        help="1: re-measure every cell before building; 0 (default): measure only "
+        "the cells of experiments no chip has complete",
+    )
+    p.add_argument(
+        "--config-file",
+        "-f",
+        type=Path,
+        default=Path("mkdocs.yml"),
+        help="mkdocs config (default mkdocs.yml); its bothrows plugin names the database",
+    )
+    p.add_argument(
+        "--site-dir", "-d", type=Path, default=None, help="output folder (default: the config's site_dir)"
+    )
+    p.add_argument(
+        "--load-only",
+        action="store_true",
+        help="only load the measurement folders into the database, then stop",
+    )
     args = p.parse_args(argv)
     try:
-        return report(args.experiment or None, args.measure == "1", args.config_file,
-                      args.site_dir, args.load_only)
+        return report(
+            args.experiment or None, args.measure == "1", args.config_file, args.site_dir, args.load_only
+        )
     except ReportError as e:
         print(f"report: error: {e}", file=sys.stderr)
         return 2

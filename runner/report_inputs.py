@@ -6,6 +6,7 @@ Every problem (a post naming experiments wrongly, an experiment without a declar
 an invalid declaration) is collected and raised together as one ReportError whose lines
 name the file and the field. This module reads files only; it measures nothing.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,6 +20,7 @@ def site_paths(config_file: Path) -> tuple[Path, Path]:
     """The config's docs_dir and the DuckDB file its `bothrows` plugin reads."""
     from mkdocs.config import load_config
     from mkdocs.exceptions import ConfigurationError
+
     if not config_file.is_file():
         raise ReportError(f"{config_file}: no such mkdocs config file")
     try:
@@ -28,6 +30,7 @@ def site_paths(config_file: Path) -> tuple[Path, Path]:
     if cfg.plugins.get("bothrows") is None:
         raise ReportError(f"{config_file}: plugins: the `bothrows` plugin is not configured")
     from runner.publish.plugin import database_of
+
     return Path(cfg.docs_dir), database_of(cfg)
 
 
@@ -41,7 +44,9 @@ def _shown(path: Path) -> str:
 def named_experiments(docs_dir: Path) -> dict[str, list[tuple[Path, str]]]:
     """Experiment name -> (post, front matter field) naming it, over every page, sorted."""
     from mkdocs.utils.meta import get_data
+
     from runner.publish.post import experiments_of, is_data_post
+
     named: dict[str, list[tuple[Path, str]]] = {}
     problems = []
     for path in sorted(docs_dir.rglob("*.md")):
@@ -62,22 +67,24 @@ def named_experiments(docs_dir: Path) -> dict[str, list[tuple[Path, str]]]:
     return dict(sorted(named.items()))
 
 
-def declarations(named: dict[str, list[tuple[Path, str]]],
-                 folder: Path) -> dict[str, tuple[Path, object]]:
+def declarations(named: dict[str, list[tuple[Path, str]]], folder: Path) -> dict[str, tuple[Path, object]]:
     """Experiment name -> (declaration path, Experiment); every problem in one error."""
     from runner.experiments.declaration import DeclarationError, load
+
     found, problems = {}, []
     for name, posts in named.items():
         path = folder / f"{name}.toml"
         if not path.is_file():
-            problems += [f"{_shown(post)}: front matter field '{field}': experiment {name!r} has "
-                         f"no declaration ({_shown(path)} does not exist)" for post, field in posts]
+            problems += [
+                f"{_shown(post)}: front matter field '{field}': experiment {name!r} has "
+                f"no declaration ({_shown(path)} does not exist)"
+                for post, field in posts
+            ]
             continue
         try:
             found[name] = (path, load(path))
         except DeclarationError as e:
-            problems += [f"{path} is not a valid experiment declaration:",
-                         *(f"  {i}" for i in e.issues)]
+            problems += [f"{path} is not a valid experiment declaration:", *(f"  {i}" for i in e.issues)]
     if problems:
         raise ReportError("\n  ".join(["the posts' experiments cannot be measured:", *problems]))
     return found

@@ -1,5 +1,6 @@
 """Shared fixtures: tiny random checkpoints in the HF GLM-4.5 MoE layout, written once
 per session, and a cache of engines keyed by knobs so property tests reuse them."""
+
 from __future__ import annotations
 
 import os
@@ -15,25 +16,38 @@ from runner.train.random_init import write_random_checkpoint
 # so a chip's fingerprint does not change between a test's processes.
 os.environ[OPT_OUT] = "1"
 
-settings.register_profile("default", deadline=None, max_examples=25,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+settings.register_profile(
+    "default",
+    deadline=None,
+    max_examples=25,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 settings.load_profile("default")
 
 # Configurations that cover the parity-relevant branches of the architecture.
 CONFIGS = {
     "base": dict(),
     "grouped": dict(n_routed_experts=8, n_group=4, topk_group=2, num_experts_per_tok=2),
-    "qknorm": dict(use_qk_norm=True, partial_rotary_factor=0.25, first_k_dense_replace=2, num_hidden_layers=3),
-    "no-shared-bias": dict(n_shared_experts=None, partial_rotary_factor=1.0,
-                           routed_scaling_factor=2.5, norm_topk_prob=False, attention_bias=True),
+    "qknorm": dict(
+        use_qk_norm=True, partial_rotary_factor=0.25, first_k_dense_replace=2, num_hidden_layers=3
+    ),
+    "no-shared-bias": dict(
+        n_shared_experts=None,
+        partial_rotary_factor=1.0,
+        routed_scaling_factor=2.5,
+        norm_topk_prob=False,
+        attention_bias=True,
+    ),
 }
 
 
 @pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory):
     root = tmp_path_factory.mktemp("ckpt")
-    return {name: write_random_checkpoint(root / name, seed=i, **over)
-            for i, (name, over) in enumerate(CONFIGS.items())}
+    return {
+        name: write_random_checkpoint(root / name, seed=i, **over)
+        for i, (name, over) in enumerate(CONFIGS.items())
+    }
 
 
 @pytest.fixture(scope="session")
@@ -53,4 +67,5 @@ def engine_cache(tiny_checkpoint):
         eng = cache[key]
         eng.sink = None
         return eng
+
     return get

@@ -3,6 +3,7 @@ real mkdocs projects (their own mkdocs.yml, posts and database) built in-process
 
 Import the fixtures from test files: `from conftest_publish import *`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,6 +19,7 @@ from mkdocs.exceptions import Abort
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fixture_db import EXPERIMENT, build_fixture  # noqa: E402
+
 from runner.publish.plugin import database_of  # noqa: E402
 from runner.store.measurements import sync_database  # noqa: E402
 
@@ -98,7 +100,7 @@ def build_site(config_file: Path, *, strict: bool = True, site: Path | None = No
     logging.getLogger("mkdocs").addHandler(handler)
     try:
         cfg = load_config(str(config_file), strict=strict, site_dir=str(site))
-        sync_database(database_of(cfg))     # as `runner build` does: the folders, if any
+        sync_database(database_of(cfg))  # as `runner build` does: the folders, if any
         try:
             build(cfg)
             ok = True

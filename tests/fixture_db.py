@@ -6,6 +6,7 @@ the batch widens. Everything is seeded: the same arguments give the same rows (r
 are the store's uuids and so differ between builds). This is test data, not a model of
 any real chip.
 """
+
 from __future__ import annotations
 
 import random
@@ -18,9 +19,9 @@ from runner.store.store import Store
 EXPERIMENT = "spec-fixture"
 DECLARATION = "d" * 64
 MODEL = "m" * 64
-POST_DAY = datetime(2026, 11, 20)          # fixture runs start the day before this
-ON_FACTOR = {1: 1.25, 2: 1.05, 4: 0.90}    # decode speed of "on" relative to "off"
-DRAFT_SHARE = {1: 1.0, 2: 0.5, 4: 0.2}     # how often "on" drafts at each width
+POST_DAY = datetime(2026, 11, 20)  # fixture runs start the day before this
+ON_FACTOR = {1: 1.25, 2: 1.05, 4: 0.90}  # decode speed of "on" relative to "off"
+DRAFT_SHARE = {1: 1.0, 2: 0.5, 4: 0.2}  # how often "on" drafts at each width
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,16 @@ class FixtureChip:
     blas: str = "accelerate"
 
     def fingerprint(self) -> dict:
-        return {"name": self.name, "device": "gpu", "cores": 10, "memory_bytes": 32 << 30,
-                "os": "macOS 15", "mlx_version": "0.29.0", "blas": self.blas,
-                "python": "3.12.0"}
+        return {
+            "name": self.name,
+            "device": "gpu",
+            "cores": 10,
+            "memory_bytes": 32 << 30,
+            "os": "macOS 15",
+            "mlx_version": "0.29.0",
+            "blas": self.blas,
+            "python": "3.12.0",
+        }
 
 
 DEFAULT_CHIPS = (FixtureChip("Fixture M1", 100.0), FixtureChip("Fixture M3", 160.0))
@@ -42,13 +50,21 @@ DEFAULT_CHIPS = (FixtureChip("Fixture M1", 100.0), FixtureChip("Fixture M3", 160
 class Fixture:
     path: Path
     experiment: str
-    chip_ids: dict[str, str] = field(default_factory=dict)   # name -> chip_id
+    chip_ids: dict[str, str] = field(default_factory=dict)  # name -> chip_id
     pass_rows: int = 0
 
 
-def _run_rows(rng: random.Random, chip: FixtureChip, arm: str, concurrency: int,
-              requests_per_client: int, passes: int, factors: dict | None = None,
-              run_noise: float = 0.01, request_noise: float = 0.0) -> tuple[list[dict], list[dict]]:
+def _run_rows(
+    rng: random.Random,
+    chip: FixtureChip,
+    arm: str,
+    concurrency: int,
+    requests_per_client: int,
+    passes: int,
+    factors: dict | None = None,
+    run_noise: float = 0.01,
+    request_noise: float = 0.0,
+) -> tuple[list[dict], list[dict]]:
     """factors: arm -> decode speed factor (default: ON_FACTOR for every arm but "off");
     run_noise / request_noise: uniform relative noise per run / per request."""
     noise = lambda: 1.0 + rng.uniform(-run_noise, run_noise)  # noqa: E731
@@ -66,10 +82,19 @@ def _run_rows(rng: random.Random, chip: FixtureChip, arm: str, concurrency: int,
             speed = decode_tps * (1.0 + rng.uniform(-request_noise, request_noise) if request_noise else 1.0)
             first = t + int(prompt / prefill_tps * 1e9)
             done = first + int((out - 1) / speed * 1e9)
-            requests.append({"request_id": rid, "client": client, "prompt_tokens": prompt,
-                             "output_tokens": out, "cached_tokens": 0, "arrival_ns": t,
-                             "first_token_ns": first, "done_ns": done,
-                             "output_sha256": f"{rid:064x}"})
+            requests.append(
+                {
+                    "request_id": rid,
+                    "client": client,
+                    "prompt_tokens": prompt,
+                    "output_tokens": out,
+                    "cached_tokens": 0,
+                    "arrival_ns": t,
+                    "first_token_ns": first,
+                    "done_ns": done,
+                    "output_sha256": f"{rid:064x}",
+                }
+            )
             rid, t = rid + 1, done
     share = DRAFT_SHARE.get(concurrency, 0.2) if arm != "off" else 0.0
     step_ns = int(1e9 / decode_tps)
@@ -78,11 +103,22 @@ def _run_rows(rng: random.Random, chip: FixtureChip, arm: str, concurrency: int,
         width = concurrency if i >= concurrency else i + 1
         drafted = width if rng.random() < share else 0
         accepted = sum(rng.random() < 0.75 for _ in range(drafted))
-        rows.append({"pass_index": i, "start_ns": i * step_ns, "duration_ns": step_ns,
-                     "kind": "prefill" if i == 0 else "decode", "width": width,
-                     "prefill_tokens": 64 if i == 0 else 0, "decode_tokens": width + drafted,
-                     "drafted": drafted, "accepted": accepted, "emitted": width + accepted,
-                     "state_bytes": width * 2_000_000 + i, "max_row_state_bytes": 2_100_000})
+        rows.append(
+            {
+                "pass_index": i,
+                "start_ns": i * step_ns,
+                "duration_ns": step_ns,
+                "kind": "prefill" if i == 0 else "decode",
+                "width": width,
+                "prefill_tokens": 64 if i == 0 else 0,
+                "decode_tokens": width + drafted,
+                "drafted": drafted,
+                "accepted": accepted,
+                "emitted": width + accepted,
+                "state_bytes": width * 2_000_000 + i,
+                "max_row_state_bytes": 2_100_000,
+            }
+        )
     return requests, rows
 
 
@@ -95,14 +131,26 @@ def token_times(requests: list[dict]) -> dict[int, list[int]]:
     return out
 
 
-def build_fixture(path: str | Path, *, experiment: str = EXPERIMENT,
-                  chips: tuple[FixtureChip, ...] = DEFAULT_CHIPS,
-                  arms: tuple[str, ...] = ("off", "on"), concurrencies: tuple[int, ...] = (1, 2, 4),
-                  rounds: int = 2, passes_per_run: int = 40, requests_per_client: int = 2,
-                  skip: set[tuple[str, str, int]] = frozenset(), fail: set = frozenset(),
-                  quick: bool = False, day: datetime = datetime(2026, 11, 19),
-                  seed: int = 0, factors: dict | None = None, run_noise: float = 0.01,
-                  request_noise: float = 0.0, code_version: str = "abc1234") -> Fixture:
+def build_fixture(
+    path: str | Path,
+    *,
+    experiment: str = EXPERIMENT,
+    chips: tuple[FixtureChip, ...] = DEFAULT_CHIPS,
+    arms: tuple[str, ...] = ("off", "on"),
+    concurrencies: tuple[int, ...] = (1, 2, 4),
+    rounds: int = 2,
+    passes_per_run: int = 40,
+    requests_per_client: int = 2,
+    skip: set[tuple[str, str, int]] = frozenset(),
+    fail: set = frozenset(),
+    quick: bool = False,
+    day: datetime = datetime(2026, 11, 19),
+    seed: int = 0,
+    factors: dict | None = None,
+    run_noise: float = 0.01,
+    request_noise: float = 0.0,
+    code_version: str = "abc1234",
+) -> Fixture:
     """Write every (chip, arm, concurrency, round) cell; `skip` leaves (chip name, arm,
     concurrency) cells out entirely, `fail` records them as failed runs."""
     rng = random.Random(seed)
@@ -116,25 +164,55 @@ def build_fixture(path: str | Path, *, experiment: str = EXPERIMENT,
                     if (chip.name, arm, c) in skip:
                         continue
                     for r in range(rounds):
-                        reqs, passes = _run_rows(rng, chip, arm, c, requests_per_client,
-                                                 passes_per_run, factors, run_noise, request_noise)
+                        reqs, passes = _run_rows(
+                            rng,
+                            chip,
+                            arm,
+                            c,
+                            requests_per_client,
+                            passes_per_run,
+                            factors,
+                            run_noise,
+                            request_noise,
+                        )
                         run = st.begin_run(
-                            experiment=experiment, declaration_sha256=DECLARATION, arm=arm,
-                            concurrency=c, round=r, chip_id=chip_id, model_sha256=MODEL,
-                            code_version=code_version, knobs={"draft_policy": arm}, seed=seed,
-                            quick=quick, started_at=day.replace(hour=8, minute=r))
+                            experiment=experiment,
+                            declaration_sha256=DECLARATION,
+                            arm=arm,
+                            concurrency=c,
+                            round=r,
+                            chip_id=chip_id,
+                            model_sha256=MODEL,
+                            code_version=code_version,
+                            knobs={"draft_policy": arm},
+                            seed=seed,
+                            quick=quick,
+                            started_at=day.replace(hour=8, minute=r),
+                        )
                         st.append_requests(run, reqs)
                         st.append_passes(run, passes)
                         st.append_tokens(run, token_times(reqs))
                         fx.pass_rows += len(passes)
-                        st.finish_run(run, "failed" if (chip.name, arm, c) in fail else "complete",
-                                      finished_at=day.replace(hour=9))
+                        st.finish_run(
+                            run,
+                            "failed" if (chip.name, arm, c) in fail else "complete",
+                            finished_at=day.replace(hour=9),
+                        )
     return fx
 
 
-def remeasure(path: str | Path, chip: FixtureChip, arm: str, concurrency: int, *,
-              experiment: str = EXPERIMENT, speedup: float, day: datetime,
-              rounds: int = 2, seed: int = 1) -> list[str]:
+def remeasure(
+    path: str | Path,
+    chip: FixtureChip,
+    arm: str,
+    concurrency: int,
+    *,
+    experiment: str = EXPERIMENT,
+    speedup: float,
+    day: datetime,
+    rounds: int = 2,
+    seed: int = 1,
+) -> list[str]:
     """Append a re-measurement of one cell (all rounds) whose decode speed is scaled by
     `speedup`; returns the new run ids."""
     rng = random.Random(seed)
@@ -146,11 +224,20 @@ def remeasure(path: str | Path, chip: FixtureChip, arm: str, concurrency: int, *
             reqs, passes = _run_rows(rng, scaled, arm, concurrency, 2, 40)
             for q in reqs:  # stretch decode time by 1/speedup
                 q["done_ns"] = q["first_token_ns"] + int((q["done_ns"] - q["first_token_ns"]) / speedup)
-            run = st.begin_run(experiment=experiment, declaration_sha256=DECLARATION, arm=arm,
-                               concurrency=concurrency, round=r, chip_id=chip_id,
-                               model_sha256=MODEL, code_version="def5678",
-                               knobs={"draft_policy": arm}, seed=seed, quick=False,
-                               started_at=day.replace(hour=8, minute=r))
+            run = st.begin_run(
+                experiment=experiment,
+                declaration_sha256=DECLARATION,
+                arm=arm,
+                concurrency=concurrency,
+                round=r,
+                chip_id=chip_id,
+                model_sha256=MODEL,
+                code_version="def5678",
+                knobs={"draft_policy": arm},
+                seed=seed,
+                quick=False,
+                started_at=day.replace(hour=8, minute=r),
+            )
             st.append_requests(run, reqs)
             st.append_passes(run, passes)
             st.append_tokens(run, token_times(reqs))

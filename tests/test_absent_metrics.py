@@ -1,13 +1,14 @@
 """Absent is not zero: a runtime without per-pass rows (a server) leaves the per-pass
 metrics NULL, a claim on one fails with "not measured by runtime X", and the drafted-passes
 chart says so in one line instead of drawing the arm as an empty or zero bar."""
+
 import re
 from pathlib import Path
 
 import pytest
-
 from conftest_publish import build_site, dedent, write_project
 from fixture_db import DECLARATION, DEFAULT_CHIPS, EXPERIMENT, MODEL, _run_rows, build_fixture
+
 from runner.publish.metrics import PER_PASS
 from runner.publish.queries import Reader
 from runner.store.store import Store
@@ -20,6 +21,7 @@ def db(tmp_path_factory) -> Path:
     """The fixture's off/on arms (our engine, with passes) plus arm 'served', measured on
     mlx-lm-server: requests only."""
     import random
+
     path = tmp_path_factory.mktemp("absent") / "runs.duckdb"
     fx = build_fixture(path, chips=(CHIP,), passes_per_run=10)
     rng = random.Random(3)
@@ -27,12 +29,23 @@ def db(tmp_path_factory) -> Path:
         for c in (1, 2, 4):
             for r in range(2):
                 requests, _ = _run_rows(rng, CHIP, "off", c, 2, 0)
-                run = st.begin_run(experiment=EXPERIMENT, declaration_sha256=DECLARATION, arm="served",
-                                   concurrency=c, round=r, chip_id=fx.chip_ids[CHIP.name],
-                                   model_sha256=MODEL, code_version="abc1234", seed=0, quick=False,
-                                   knobs={"runtime": "mlx-lm-server"}, runtime="mlx-lm-server")
-                st.append_requests(run, [{**q, "cached_tokens": None, "output_sha256": None}
-                                         for q in requests])
+                run = st.begin_run(
+                    experiment=EXPERIMENT,
+                    declaration_sha256=DECLARATION,
+                    arm="served",
+                    concurrency=c,
+                    round=r,
+                    chip_id=fx.chip_ids[CHIP.name],
+                    model_sha256=MODEL,
+                    code_version="abc1234",
+                    seed=0,
+                    quick=False,
+                    knobs={"runtime": "mlx-lm-server"},
+                    runtime="mlx-lm-server",
+                )
+                st.append_requests(
+                    run, [{**q, "cached_tokens": None, "output_sha256": None} for q in requests]
+                )
                 st.finish_run(run, "complete")
     return path
 
@@ -46,9 +59,12 @@ def test_per_pass_metrics_of_a_run_without_passes_are_null_not_zero(db):
     assert all(v[m] is None for v in served for m in PER_PASS)
     assert all(v["decode_tps"] > 0 and v["ttft_p50_ms"] > 0 for v in served)
     ours = [v for (_, arm, _, _), v in values.items() if arm == "off"]
-    assert all(v["passes"] == 10 and v["drafted_passes"] == 0 for v in ours)   # a real zero
-    assert runtimes == {"off": ("bothrows", True), "on": ("bothrows", True),
-                        "served": ("mlx-lm-server", False)}
+    assert all(v["passes"] == 10 and v["drafted_passes"] == 0 for v in ours)  # a real zero
+    assert runtimes == {
+        "off": ("bothrows", True),
+        "on": ("bothrows", True),
+        "served": ("mlx-lm-server", False),
+    }
 
 
 POST = dedent("""\
@@ -75,5 +91,5 @@ def test_a_claim_on_an_absent_metric_says_which_runtime_and_the_chart_says_so(db
     relaxed = build_site(config, strict=False, site=tmp_path / "relaxed")
     html = next(relaxed.site.glob("blog/20*/**/index.html")).read_text()
     assert html.count("Drafted passes not measured by runtime mlx-lm-server (arm served).") == 1
-    traces = re.findall(r'"name":"([^"]*)"', html)   # the chart's bars: our arms only
+    traces = re.findall(r'"name":"([^"]*)"', html)  # the chart's bars: our arms only
     assert traces == ["off", "on"]

@@ -1,5 +1,6 @@
 """Cells sized by time and tokens, alike for every arm; the run's estimate; `--aa`.
 A real random checkpoint, the real engine and a real DuckDB file."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,7 +21,7 @@ from runner.experiments.progress import CellLabel, CellTarget, Progress
 from runner.train.random_init import write_random_checkpoint
 
 MIN_SECONDS, MIN_TOKENS, PER_CLIENT = 0.25, 40, 1
-WIDTH = 2   # the declaration's largest concurrency: request_id = i * WIDTH + client
+WIDTH = 2  # the declaration's largest concurrency: request_id = i * WIDTH + client
 # The rule reads the clock just after a pass's events are stamped (and after the next pass
 # is queued), so a client's last finish may be stamped this much before the minimum.
 CLOCK_SLACK_NS = 20_000_000
@@ -62,24 +63,33 @@ def measured(tmp_path_factory):
     assert cli(["run", str(decl), "--db", str(db), "--json"]) == 0
     con = duckdb.connect(str(db), read_only=True)
     try:
-        rows = con.execute("SELECT r.run_id, r.arm, r.concurrency, r.round, q.request_id, q.client, "
-                           "q.prompt_tokens, q.output_tokens, q.arrival_ns, q.done_ns, q.output_sha256 "
-                           "FROM runs r JOIN requests q USING (run_id) ORDER BY q.done_ns").fetchall()
+        rows = con.execute(
+            "SELECT r.run_id, r.arm, r.concurrency, r.round, q.request_id, q.client, "
+            "q.prompt_tokens, q.output_tokens, q.arrival_ns, q.done_ns, q.output_sha256 "
+            "FROM runs r JOIN requests q USING (run_id) ORDER BY q.done_ns"
+        ).fetchall()
     finally:
         con.close()
     cells = defaultdict(list)
     for run_id, arm, conc, rnd, *request in rows:
-        cells[(arm, conc, rnd)].append(dict(zip(
-            ("request_id", "client", "prompt", "tokens", "arrival", "done", "sha"), request)))
+        cells[(arm, conc, rnd)].append(
+            dict(zip(("request_id", "client", "prompt", "tokens", "arrival", "done", "sha"), request))
+        )
     return decl, db, cells
 
 
 def test_needs_more_holds_until_every_minimum_is_reached():
-    w = Workload(prompts="heldout", prompt_tokens=(8, 16), max_new_tokens=4,
-                 requests_per_client=2, min_cell_seconds=1.0, min_cell_tokens=10)
-    assert needs_more(w, 1, 5 * 10**9, 100)          # fewer than requests_per_client
-    assert needs_more(w, 2, 999_999_999, 100)        # not yet 1 s
-    assert needs_more(w, 2, 10**9, 9)                # not yet 10 tokens
+    w = Workload(
+        prompts="heldout",
+        prompt_tokens=(8, 16),
+        max_new_tokens=4,
+        requests_per_client=2,
+        min_cell_seconds=1.0,
+        min_cell_tokens=10,
+    )
+    assert needs_more(w, 1, 5 * 10**9, 100)  # fewer than requests_per_client
+    assert needs_more(w, 2, 999_999_999, 100)  # not yet 1 s
+    assert needs_more(w, 2, 10**9, 9)  # not yet 10 tokens
     assert not needs_more(w, 2, 10**9, 10)
 
 
@@ -88,18 +98,22 @@ def test_every_arm_s_cell_reaches_both_minimums_and_stops_there(measured):
     assert len(cells) == 8
     for (arm, conc, rnd), reqs in cells.items():
         assert sum(r["tokens"] for r in reqs) >= MIN_TOKENS, (arm, conc, rnd)
-        assert len(reqs) > conc * PER_CLIENT    # the request count alone would have stopped sooner
+        assert len(reqs) > conc * PER_CLIENT  # the request count alone would have stopped sooner
         for client in range(conc):
             mine = sorted((r for r in reqs if r["client"] == client), key=lambda r: r["request_id"])
             last = max(mine, key=lambda r: r["done"])
             assert last["done"] >= MIN_SECONDS * 1e9 - CLOCK_SLACK_NS, (arm, conc, rnd, client)
             assert sum(r["tokens"] for r in reqs if r["done"] <= last["done"]) >= MIN_TOKENS
-            for prev, req in zip(mine, mine[1:]):   # each request past the minimum count was
+            for prev, req in zip(mine, mine[1:]):  # each request past the minimum count was
                 if req["request_id"] // WIDTH < PER_CLIENT:  # sent while a minimum was unmet
                     continue
                 before = sum(r["tokens"] for r in reqs if r["done"] < prev["done"])
-                assert (prev["done"] < MIN_SECONDS * 1e9
-                        or before + prev["tokens"] < MIN_TOKENS), (arm, conc, rnd, req)
+                assert prev["done"] < MIN_SECONDS * 1e9 or before + prev["tokens"] < MIN_TOKENS, (
+                    arm,
+                    conc,
+                    rnd,
+                    req,
+                )
 
 
 def test_request_ids_and_prompts_are_the_same_in_every_arm_and_round(measured):
@@ -108,13 +122,13 @@ def test_request_ids_and_prompts_are_the_same_in_every_arm_and_round(measured):
     for (arm, conc, rnd), reqs in cells.items():
         for client in range(conc):
             ids = sorted(r["request_id"] for r in reqs if r["client"] == client)
-            assert ids == [i * WIDTH + client for i in range(len(ids))]   # client's 0th, 1st, ...
+            assert ids == [i * WIDTH + client for i in range(len(ids))]  # client's 0th, 1st, ...
         for r in reqs:
             # greedy MTP is lossless: the same prompt gives the same output in both arms
             by_id[r["request_id"]].add((r["prompt"], r["sha"]))
     assert by_id and all(len(v) == 1 for v in by_id.values())
     for conc in (1, 2):
-        for rnd in (0, 1):                      # paired by (round, request_id): a common prefix
+        for rnd in (0, 1):  # paired by (round, request_id): a common prefix
             off, on = ({r["request_id"] for r in cells[(a, conc, rnd)]} for a in ("off", "on"))
             assert min(len(off), len(on)) > conc * PER_CLIENT
 
@@ -156,11 +170,16 @@ def test_aa_measures_an_arm_against_its_identical_copy_under_name_aa(measured, t
     assert cli(["run", str(decl), "--aa", "on", "--quick", "--db", str(aa_db)]) == 0
     con = duckdb.connect(str(aa_db), read_only=True)
     try:
-        runs = con.execute("SELECT experiment, arm, concurrency, knobs, status FROM runs "
-                           "ORDER BY started_at").fetchall()
+        runs = con.execute(
+            "SELECT experiment, arm, concurrency, knobs, status FROM runs ORDER BY started_at"
+        ).fetchall()
     finally:
         con.close()
-    assert [r[:3] for r in runs] == [("sizing-aa", "on", 1), ("sizing-aa", "on-aa", 1),
-                                     ("sizing-aa", "on", 2), ("sizing-aa", "on-aa", 2)]
+    assert [r[:3] for r in runs] == [
+        ("sizing-aa", "on", 1),
+        ("sizing-aa", "on-aa", 1),
+        ("sizing-aa", "on", 2),
+        ("sizing-aa", "on-aa", 2),
+    ]
     assert len({r[3] for r in runs}) == 1 and json.loads(runs[0][3])["mtp"] is True
     assert {r[4] for r in runs} == {"complete"}

@@ -1,5 +1,6 @@
 """Bad checkpoints get one clear error naming the file and the tensor; the MTP layer is
 kept by us and dropped by mlx-lm; names round-trip."""
+
 from __future__ import annotations
 
 import json
@@ -40,7 +41,10 @@ def test_misshaped_tensor(ckpt):
     w = mx.load(str(ckpt / "model.safetensors"))
     w["model.layers.0.self_attn.q_proj.weight"] = mx.zeros((3, 3))
     mx.save_safetensors(str(ckpt / "model.safetensors"), w)
-    with pytest.raises(CheckpointError, match=r"model.safetensors: tensor model.layers.0.self_attn.q_proj.weight has shape \(3, 3\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"model.safetensors: tensor model.layers.0.self_attn.q_proj.weight has shape \(3, 3\)",
+    ):
         Engine.from_pretrained(ckpt)
 
 
@@ -65,7 +69,9 @@ def test_mtp_layer_is_loaded_and_kept(tiny_checkpoint):
     mtp_names = [k for k in raw if k.startswith(f"model.layers.{args.num_hidden_layers}.")]
     assert any("eh_proj" in k for k in mtp_names) and any("shared_head.norm" in k for k in mtp_names)
     model = load_model(tiny_checkpoint, args, with_mtp=True, with_indexer=False)
-    assert mx.array_equal(model.mtp.eh_proj.weight, raw[f"model.layers.{args.num_hidden_layers}.eh_proj.weight"])
+    assert mx.array_equal(
+        model.mtp.eh_proj.weight, raw[f"model.layers.{args.num_hidden_layers}.eh_proj.weight"]
+    )
 
 
 def test_checkpoint_hash_changes_with_bytes(tmp_path):
@@ -78,11 +84,13 @@ def test_checkpoint_hash_changes_with_bytes(tmp_path):
 
 def test_bad_requests_are_refused_with_the_field_named(tiny_checkpoint):
     eng = Engine.from_pretrained(tiny_checkpoint, compile=False)
-    for kwargs, field in [(dict(prompt_ids=[], max_new_tokens=4), "prompt_ids"),
-                          (dict(prompt_ids=[1], max_new_tokens=0), "max_new_tokens"),
-                          (dict(prompt_ids=[10**6], max_new_tokens=4), "outside the vocabulary"),
-                          (dict(prompt_ids=[1], max_new_tokens=10**6), "max_position_embeddings"),
-                          (dict(prompt_ids=[1], max_new_tokens=4, top_p=0.0), "top_p")]:
+    for kwargs, field in [
+        (dict(prompt_ids=[], max_new_tokens=4), "prompt_ids"),
+        (dict(prompt_ids=[1], max_new_tokens=0), "max_new_tokens"),
+        (dict(prompt_ids=[10**6], max_new_tokens=4), "outside the vocabulary"),
+        (dict(prompt_ids=[1], max_new_tokens=10**6), "max_position_embeddings"),
+        (dict(prompt_ids=[1], max_new_tokens=4, top_p=0.0), "top_p"),
+    ]:
         with pytest.raises(ValueError, match=field):
             eng.add_request(**kwargs)
     assert not eng.has_work()

@@ -1,4 +1,5 @@
 """The chip fingerprint and code version, read from this very machine."""
+
 from __future__ import annotations
 
 import platform
@@ -30,8 +31,13 @@ def test_blas_is_a_library_this_process_has_mapped():
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def test_code_version_is_the_commit_with_a_dirty_flag(tmp_path):
@@ -48,7 +54,9 @@ def test_code_version_is_the_commit_with_a_dirty_flag(tmp_path):
 
 def test_measurement_folders_do_not_make_the_code_dirty(tmp_path):
     import subprocess
+
     from runner.experiments.chip import code_version
+
     git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
     git("init", "-q")
     (tmp_path / "code.py").write_text("x = 1\n")
@@ -56,6 +64,6 @@ def test_measurement_folders_do_not_make_the_code_dirty(tmp_path):
     git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "c")
     (tmp_path / "reports" / "data" / "measurements" / "m1").mkdir(parents=True)
     (tmp_path / "reports" / "data" / "measurements" / "m1" / "runs.parquet").write_bytes(b"data")
-    assert not code_version(tmp_path).endswith("+dirty")     # a run's own output is data
+    assert not code_version(tmp_path).endswith("+dirty")  # a run's own output is data
     (tmp_path / "new.py").write_text("y = 2\n")
     assert code_version(tmp_path).endswith("+dirty")

@@ -1,16 +1,17 @@
 """Parity with mlx-lm's glm4_moe on the same directory: greedy tokens at batch 1 and in
 a mixed-length batch, and logits to fp32 tolerance."""
+
 from __future__ import annotations
 
 import mlx.core as mx
 import numpy as np
 import pytest
+from conftest import CONFIGS
 from mlx_lm.utils import load_model
 
 from runner.engine import Engine
-from runner.engine.checkpoint import load_model as our_load, read_args
-
-from conftest import CONFIGS
+from runner.engine.checkpoint import load_model as our_load
+from runner.engine.checkpoint import read_args
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [20, 21], list(range(40, 77)), [300]]
 
@@ -24,7 +25,7 @@ def reference_greedy(model, prompt: list[int], n: int) -> list[int]:
         tokens.append(int(mx.argmax(model(mx.array([tokens]))[0, -1])))
         if tokens[-1] == EOS:
             break
-    return tokens[len(prompt):]
+    return tokens[len(prompt) :]
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))

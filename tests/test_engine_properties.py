@@ -1,20 +1,27 @@
 """Hypothesis properties of batching, chunking, the pass token budget, accounting and
 per-token commit times on tiny fp32 models."""
+
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runner.engine import Engine, PassEvent, collect
 
 prompts_st = st.lists(st.lists(st.integers(1, 300), min_size=1, max_size=40), min_size=1, max_size=6)
-budgets = st.sampled_from([0, 1, 2, 5, 16])   # max_pass_tokens; 0: no budget
+budgets = st.sampled_from([0, 1, 2, 5, 16])  # max_pass_tokens; 0: no budget
 
 
 @settings(max_examples=60)
-@given(prompts=prompts_st, batch=st.integers(1, 4), chunk=st.sampled_from([1, 3, 8, 64]),
-       budget=budgets, max_new=st.integers(1, 9))
+@given(
+    prompts=prompts_st,
+    batch=st.integers(1, 4),
+    chunk=st.sampled_from([1, 3, 8, 64]),
+    budget=budgets,
+    max_new=st.integers(1, 9),
+)
 def test_output_independent_of_batch_chunk_and_budget(engine_cache, prompts, batch, chunk, budget, max_new):
     alone = engine_cache(max_batch_size=1, prefill_chunk=256)
     expected = [alone.generate([p], max_new_tokens=max_new)[0] for p in prompts]
@@ -22,8 +29,13 @@ def test_output_independent_of_batch_chunk_and_budget(engine_cache, prompts, bat
     assert eng.generate(prompts, max_new_tokens=max_new) == expected
 
 
-@given(prompts=prompts_st, batch=st.integers(1, 4), chunk=st.sampled_from([2, 5, 16]), budget=budgets,
-       max_new=st.integers(1, 9))
+@given(
+    prompts=prompts_st,
+    batch=st.integers(1, 4),
+    chunk=st.sampled_from([2, 5, 16]),
+    budget=budgets,
+    max_new=st.integers(1, 9),
+)
 def test_accounting_adds_up(engine_cache, prompts, batch, chunk, budget, max_new):
     eng = engine_cache(max_batch_size=batch, prefill_chunk=chunk, max_pass_tokens=budget)
     outs, passes, reqs = collect(eng, prompts, max_new)
@@ -56,6 +68,7 @@ def test_state_bytes_are_the_pool_bytes_rows_hold(engine_cache):
             for s in live:  # invariant: KV holds every committed token but the last
                 assert s.prefilling or s.computed == len(s.tokens) - 1
             seen.append(event.state_bytes)
+
     eng.sink = check
     eng.generate([list(range(1, 30)), [7, 8, 9]], max_new_tokens=12)
     assert seen and max(seen) > 0 and eng.state_bytes() == 0
@@ -64,8 +77,10 @@ def test_state_bytes_are_the_pool_bytes_rows_hold(engine_cache):
 def test_state_bytes_count_the_mtp_backlog_and_draft_distributions(engine_cache):
     """MTP state is per-row state too: the hidden states a lazy MTP has not consumed yet,
     and a sampling row's draft distribution q (kept until its draft is verified)."""
-    for knobs, temperature in ((dict(draft_policy="never", mtp_sync="lazy"), 0.0),
-                               (dict(draft_policy="always", mtp_sync="eager"), 0.8)):
+    for knobs, temperature in (
+        (dict(draft_policy="never", mtp_sync="lazy"), 0.0),
+        (dict(draft_policy="always", mtp_sync="eager"), 0.8),
+    ):
         eng = engine_cache(max_batch_size=2, prefill_chunk=8, mtp=True, **knobs)
         extra = []
 
@@ -74,8 +89,11 @@ def test_state_bytes_count_the_mtp_backlog_and_draft_distributions(engine_cache)
                 live = eng.scheduler.running
                 backlog = sum(s.computed - s.mtp_computed for s in live) * eng.args.hidden_size * 4
                 q = sum(s.draft_probs.nbytes for s in live if s.draft_probs is not None)
-                assert eng.state_bytes() == sum(len(s.blocks) for s in live) * eng.pool.block_bytes + backlog + q
+                assert (
+                    eng.state_bytes() == sum(len(s.blocks) for s in live) * eng.pool.block_bytes + backlog + q
+                )
                 extra.append(backlog + q)
+
         eng.sink = check
         eng.generate([list(range(1, 30)), [7, 8, 9]], max_new_tokens=12, temperature=temperature, seed=3)
         assert max(extra) > 0 and eng.state_bytes() == 0
@@ -87,7 +105,9 @@ def test_finished_row_frees_its_slot_and_blocks_at_once(engine_cache):
     eng.add_request([4, 5, 6], max_new_tokens=8)
     eng.add_request([7, 8, 9], max_new_tokens=3)  # waits for a slot
     widths = []
-    eng.sink = lambda e: widths.append((e.width, len(eng.scheduler.running))) if isinstance(e, PassEvent) else None
+    eng.sink = lambda e: (
+        widths.append((e.width, len(eng.scheduler.running))) if isinstance(e, PassEvent) else None
+    )
     while eng.has_work():
         for ev in eng.step():
             if ev.request_id == 0:
@@ -101,8 +121,9 @@ def test_pool_growth_keeps_every_row_state(engine_cache, tiny_checkpoint):
     prompts = [[(13 * i + 7 * j) % 290 + 1 for j in range(70 + 9 * i)] for i in range(4)]
     alone = engine_cache(max_batch_size=1, kv_block_size=4)
     expected = [alone.generate([p], max_new_tokens=6)[0] for p in prompts]
-    eng = Engine.from_pretrained(tiny_checkpoint, max_batch_size=4, kv_block_size=4, prefill_chunk=32,
-                                 mtp=True, compile=False)
+    eng = Engine.from_pretrained(
+        tiny_checkpoint, max_batch_size=4, kv_block_size=4, prefill_chunk=32, mtp=True, compile=False
+    )
     before = eng.pool.n_blocks
     assert eng.generate(prompts, max_new_tokens=6) == expected
     assert eng.pool.n_blocks > before
@@ -120,12 +141,22 @@ def test_collect_gives_outputs_and_events_and_puts_the_sink_back(engine_cache):
 
 
 @settings(max_examples=40)
-@given(prompts=prompts_st, batch=st.integers(1, 4), policy=st.sampled_from([None, "always", "solo", "adaptive"]),
-       sync=st.sampled_from(["eager", "lazy"]), pipeline=st.booleans(), budget=st.sampled_from([0, 3]),
-       max_new=st.integers(1, 9))
-def test_every_token_carries_its_commit_time(engine_cache, prompts, batch, policy, sync, pipeline, budget, max_new):
+@given(
+    prompts=prompts_st,
+    batch=st.integers(1, 4),
+    policy=st.sampled_from([None, "always", "solo", "adaptive"]),
+    sync=st.sampled_from(["eager", "lazy"]),
+    pipeline=st.booleans(),
+    budget=st.sampled_from([0, 3]),
+    max_new=st.integers(1, 9),
+)
+def test_every_token_carries_its_commit_time(
+    engine_cache, prompts, batch, policy, sync, pipeline, budget, max_new
+):
     spec = dict(mtp=True, draft_policy=policy, mtp_sync=sync) if policy else {}
-    eng = engine_cache(max_batch_size=batch, prefill_chunk=8, pipeline=pipeline, max_pass_tokens=budget, **spec)
+    eng = engine_cache(
+        max_batch_size=batch, prefill_chunk=8, pipeline=pipeline, max_pass_tokens=budget, **spec
+    )
     _, passes, reqs = collect(eng, prompts, max_new)
     assert len(reqs) == len(prompts)
     for r in reqs:

@@ -1,4 +1,5 @@
 """`runner run` end to end: a real random checkpoint, the real engine, a real DuckDB file."""
+
 from __future__ import annotations
 
 import hashlib
@@ -71,31 +72,49 @@ def query(db: Path, sql: str, params=()):
 
 def test_every_cell_is_a_complete_run_in_interleaved_order(setup):
     _, model, decl, db = setup
-    runs = query(db, "SELECT arm, concurrency, round, status, quick, declaration_sha256, knobs, seed "
-                     "FROM runs ORDER BY started_at")
-    assert [r[:3] for r in runs] == [("off", 1, 0), ("on", 1, 0), ("off", 2, 0), ("on", 2, 0),
-                                     ("off", 1, 1), ("on", 1, 1), ("off", 2, 1), ("on", 2, 1)]
+    runs = query(
+        db,
+        "SELECT arm, concurrency, round, status, quick, declaration_sha256, knobs, seed "
+        "FROM runs ORDER BY started_at",
+    )
+    assert [r[:3] for r in runs] == [
+        ("off", 1, 0),
+        ("on", 1, 0),
+        ("off", 2, 0),
+        ("on", 2, 0),
+        ("off", 1, 1),
+        ("on", 1, 1),
+        ("off", 2, 1),
+        ("on", 2, 1),
+    ]
     assert {(r[3], r[4], r[5], r[7]) for r in runs} == {
-        ("complete", False, hashlib.sha256(decl.read_bytes()).hexdigest(), 11)}
+        ("complete", False, hashlib.sha256(decl.read_bytes()).hexdigest(), 11)
+    }
     on_knobs = json.loads(runs[1][6])
     assert on_knobs == EngineConfig.from_kwargs(max_batch_size=2, prefill_chunk=16, mtp=True).as_dict()
 
 
 def test_exact_row_accounting_per_run(setup):
     _, _, _, db = setup
-    rows = query(db, """
+    rows = query(
+        db,
+        """
         SELECT r.concurrency, q.n, q.output_tokens, p.emitted, p.first_index
         FROM runs r
         JOIN (SELECT run_id, count(*) n, sum(output_tokens) output_tokens FROM requests GROUP BY 1) q USING (run_id)
-        JOIN (SELECT run_id, sum(emitted) emitted, min(pass_index) first_index FROM passes GROUP BY 1) p USING (run_id)""")
+        JOIN (SELECT run_id, sum(emitted) emitted, min(pass_index) first_index FROM passes GROUP BY 1) p USING (run_id)""",
+    )
     assert len(rows) == 8
     for concurrency, n, output_tokens, emitted, first_index in rows:
-        assert n == concurrency * 2            # c clients x requests_per_client
-        assert emitted == output_tokens        # passes' emitted tokens = requests' output tokens
+        assert n == concurrency * 2  # c clients x requests_per_client
+        assert emitted == output_tokens  # passes' emitted tokens = requests' output tokens
         assert 0 < output_tokens <= n * 6
-        assert first_index > 0                 # the warm-up's passes are not in the timed rows
-    bad_times = query(db, "SELECT count(*) FROM requests WHERE arrival_ns < 0 OR first_token_ns < arrival_ns "
-                          "OR done_ns < first_token_ns")
+        assert first_index > 0  # the warm-up's passes are not in the timed rows
+    bad_times = query(
+        db,
+        "SELECT count(*) FROM requests WHERE arrival_ns < 0 OR first_token_ns < arrival_ns "
+        "OR done_ns < first_token_ns",
+    )
     assert bad_times == [(0,)]
 
 
@@ -113,12 +132,16 @@ def test_every_run_records_the_machine_load(setup):
 
 def test_every_arm_and_level_gets_the_same_prompts(setup):
     _, _, _, db = setup
-    per_request = query(db, "SELECT request_id, count(DISTINCT prompt_tokens), count(*) FROM requests GROUP BY 1")
+    per_request = query(
+        db, "SELECT request_id, count(DISTINCT prompt_tokens), count(*) FROM requests GROUP BY 1"
+    )
     # request_id = i * 2 + client: 0, 2 (client 0) run in all 8 cells; 1, 3 (client 1) in the
     # 4 concurrency-2 cells
     assert sorted(per_request) == [(0, 1, 8), (1, 1, 4), (2, 1, 8), (3, 1, 4)]
     # greedy MTP must not change the tokens: one output hash per request across both arms
-    assert query(db, "SELECT max(k) FROM (SELECT count(DISTINCT output_sha256) k FROM requests GROUP BY request_id)") == [(1,)]
+    assert query(
+        db, "SELECT max(k) FROM (SELECT count(DISTINCT output_sha256) k FROM requests GROUP BY request_id)"
+    ) == [(1,)]
 
 
 def test_rerun_skips_complete_cells_and_export_import_is_idempotent(setup, tmp_path, capsys):
@@ -151,16 +174,31 @@ def test_resume_after_interruption_runs_only_missing_cells(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run_experiment(exp, db, InterruptInCell(mode="plain"))
     assert query(db, "SELECT arm, concurrency, status FROM runs ORDER BY started_at") == [
-        ("off", 1, "complete"), ("on", 1, "complete"), ("off", 2, "failed")]
+        ("off", 1, "complete"),
+        ("on", 1, "complete"),
+        ("off", 2, "failed"),
+    ]
     with Store.open(db) as st:  # what a SIGKILLed process leaves behind: a 'running' row
         chip_id = query_chip(st)
-        st.begin_run(experiment="resume", declaration_sha256=exp.sha256, arm="on", concurrency=2,
-                     round=0, chip_id=chip_id, model_sha256="m", code_version="c", knobs={},
-                     seed=11, quick=True)
+        st.begin_run(
+            experiment="resume",
+            declaration_sha256=exp.sha256,
+            arm="on",
+            concurrency=2,
+            round=0,
+            chip_id=chip_id,
+            model_sha256="m",
+            code_version="c",
+            knobs={},
+            seed=11,
+            quick=True,
+        )
     summary = run_experiment(exp, db, Progress(mode="plain"))
     assert (summary.planned, summary.skipped, summary.completed) == (4, 2, 2)
     assert query(db, "SELECT status, quick, count(*) FROM runs GROUP BY 1, 2 ORDER BY 1") == [
-        ("complete", True, 4), ("failed", True, 2)]
+        ("complete", True, 4),
+        ("failed", True, 2),
+    ]
     cells = query(db, "SELECT arm, concurrency FROM runs WHERE status = 'complete' ORDER BY started_at")
     assert cells == [(c.arm, c.concurrency) for c in plan_cells(exp)]
     assert query(db, "SELECT max(output_tokens) FROM requests") <= [(16,)]
@@ -177,13 +215,25 @@ def test_locked_database_is_a_clear_error_from_the_cli(setup, tmp_path):
     _, _, decl, _ = setup
     db = tmp_path / "held.duckdb"
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import sys\nfrom runner.store.store import Store\n"
-         f"st = Store.open({str(db)!r})\nprint('ready', flush=True)\nsys.stdin.readline()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+        [
+            sys.executable,
+            "-c",
+            f"import sys\nfrom runner.store.store import Store\n"
+            f"st = Store.open({str(db)!r})\nprint('ready', flush=True)\nsys.stdin.readline()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     try:
         assert holder.stdout.readline().strip() == "ready"
-        done = subprocess.run([sys.executable, "-m", "runner.cli", "run", str(decl), "--db", str(db)],
-                              capture_output=True, text=True, cwd=REPO)
+        done = subprocess.run(
+            [sys.executable, "-m", "runner.cli", "run", str(decl), "--db", str(db)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
     finally:
         holder.communicate("\n", timeout=30)
     assert done.returncode == 2 and "Traceback" not in done.stderr

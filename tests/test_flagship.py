@@ -3,6 +3,7 @@ mkdocs.yml build strictly (into a tmp folder), every claim holds, every chip has
 batch-1 and ceiling rows for every arm, the traffic choice is shown for both profiles,
 the other post's figures stay in their own unaudited table, and in headless Chromium
 every chart draws with a clean console."""
+
 import re
 import shutil
 import threading
@@ -11,9 +12,9 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 from conftest_publish import build_site
 from test_publish_browser import CHROMIUM, _Quiet, chromium, console_messages, tables_too_wide
+
 from runner.cli import main as cli
 from runner.store.measurements import sync_database
 
@@ -27,8 +28,9 @@ POST = REPO / "reports" / "blog" / "posts" / f"{NAME}.md"
 def site(tmp_path_factory):
     result = build_site(REPO / "mkdocs.yml", site=tmp_path_factory.mktemp("flagship") / "site")
     assert result.ok, result.warnings
-    page = next(p for p in result.site.glob("blog/20*/**/index.html")
-                if 'data-arm="adaptive"' in p.read_text())
+    page = next(
+        p for p in result.site.glob("blog/20*/**/index.html") if 'data-arm="adaptive"' in p.read_text()
+    )
     return result.site, page
 
 
@@ -37,6 +39,7 @@ def test_the_committed_data_is_complete_for_every_post_s_current_declarations():
     has a complete set of its current declaration on some chip."""
     from runner.report import data_state
     from runner.report_inputs import declarations, named_experiments
+
     sync_database(DB)
     exps = declarations(named_experiments(REPO / "reports"), REPO / "reports" / "experiments")
     assert {"spec-decode-batching", "spec-decode-batching-deep", "head-of-line-blocking"} <= set(exps)
@@ -55,8 +58,11 @@ def test_every_claim_holds_in_the_audit(capsys):
 def test_every_chip_has_batch_1_and_ceiling_rows_for_every_arm(site):
     _, page = site
     html = page.read_text()
-    rows = re.findall(r'<tr class="bothrows-regime-row([^"]*)" data-chip="([^"]+)" '
-                      r'data-arm="([^"]+)" data-concurrency="(\d+)"', html)
+    rows = re.findall(
+        r'<tr class="bothrows-regime-row([^"]*)" data-chip="([^"]+)" '
+        r'data-arm="([^"]+)" data-concurrency="(\d+)"',
+        html,
+    )
     chips = {chip for _, chip, _, _ in rows}
     assert chips
     for chip in chips:
@@ -72,10 +78,12 @@ def test_traffic_choices_and_the_unaudited_reference_are_shown(site):
     # two profiles on tiny (both chips: the EPYC of the post and the Xeon of its update)
     # and the same two on the deep model (the Xeon)
     assert html.count('class="bothrows-traffic"') == 4
-    assert len(re.findall(r"for this traffic choose <strong>(off|mtp-solo|on|always|adaptive)</strong>",
-                          html)) == 2 * 2 + 2
-    ref = html[html.index('id="reference-not-audited"'):]
-    ref = ref[:ref.index("</table>")]
+    assert (
+        len(re.findall(r"for this traffic choose <strong>(off|mtp-solo|on|always|adaptive)</strong>", html))
+        == 2 * 2 + 2
+    )
+    ref = html[html.index('id="reference-not-audited"') :]
+    ref = ref[: ref.index("</table>")]
     assert "not audited" in ref and "177B" in ref and "bothrows-claim" not in ref
     assert "bothrows-regime-row" not in ref
 
@@ -96,7 +104,7 @@ def test_the_post_renders_with_working_charts_in_chromium(site, tmp_path):
     assert len(chart_ids) >= 3
     for chart_id in chart_ids:
         start = dom.index(f'id="{chart_id}"')
-        assert "main-svg" in dom[start: dom.index("</figure>", start)], f"chart {chart_id} is blank"
+        assert "main-svg" in dom[start : dom.index("</figure>", start)], f"chart {chart_id} is blank"
     assert dom.count('class="bothrows-regime-row') == page.read_text().count('class="bothrows-regime-row')
     assert console_messages(run.stderr) == []
     assert 'class="bothrows-headline-table"' in dom
@@ -104,6 +112,8 @@ def test_the_post_renders_with_working_charts_in_chromium(site, tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         base = f"http://127.0.0.1:{server.server_address[1]}"
-        assert tables_too_wide(tmp_path, site_dir, base, page.parent.relative_to(site_dir).as_posix()) == "none"
+        assert (
+            tables_too_wide(tmp_path, site_dir, base, page.parent.relative_to(site_dir).as_posix()) == "none"
+        )
     finally:
         server.shutdown()

@@ -1,6 +1,8 @@
 """The plain-Python layout of uniform decode passes equals the general numpy layout."""
+
 import mlx.core as mx
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runner.engine.layout import COMPILE_MAX_TOKENS, _general_layout, _uniform_short_layout, build_layout
 
@@ -15,8 +17,17 @@ def uniform_pass(draw):
     T = draw(st.sampled_from([1, 2]))
     starts = draw(st.lists(st.integers(0, 300), min_size=1, max_size=6))
     # Each row holds the blocks its reach needs, sometimes one more (a rejected draft's).
-    blocks = [draw(st.lists(st.integers(1, 400), min_size=(s + T - 1) // 16 + 1,
-                            max_size=(s + T - 1) // 16 + 2, unique=True)) for s in starts]
+    blocks = [
+        draw(
+            st.lists(
+                st.integers(1, 400),
+                min_size=(s + T - 1) // 16 + 1,
+                max_size=(s + T - 1) // 16 + 2,
+                unique=True,
+            )
+        )
+        for s in starts
+    ]
     return starts, T, blocks
 
 
@@ -27,7 +38,9 @@ def test_uniform_fast_path_matches_general_layout(case):
     fast = _uniform_short_layout(starts, T, blocks, 16)
     general = _general_layout(starts, [T] * len(starts), blocks, 16, None)
     assert _arrays(fast) == _arrays(general)
-    assert [g.read_slots.tolist() for g in fast.ctx.groups] == [g.read_slots.tolist() for g in general.ctx.groups]
+    assert [g.read_slots.tolist() for g in fast.ctx.groups] == [
+        g.read_slots.tolist() for g in general.ctx.groups
+    ]
     assert mx.array_equal(fast.ctx.groups[0].mask, general.ctx.groups[0].mask)
 
 
@@ -35,9 +48,9 @@ def test_rows_are_padded_to_a_shared_shape_only_when_the_pass_compiles():
     """Compiled passes bucket row lengths (few traced shapes); longer passes run eagerly
     and pad rows to the longest one only."""
     blocks = [list(range(1 + 20 * b, 21 + 20 * b)) for b in range(4)]
-    short = build_layout([0, 0], [5, 7], blocks[:2], 16)                         # 12 tokens: compiled
+    short = build_layout([0, 0], [5, 7], blocks[:2], 16)  # 12 tokens: compiled
     assert [g.T for g in short.ctx.groups] == [8]
-    long = build_layout([0, 40, 3, 9], [137, 120, 90, 137], blocks, 16)          # 484 tokens: eager
+    long = build_layout([0, 40, 3, 9], [137, 120, 90, 137], blocks, 16)  # 484 tokens: eager
     assert [g.T for g in long.ctx.groups] == [137] and long.n_tokens > COMPILE_MAX_TOKENS
     uniform = build_layout([0] * 4, [100] * 4, blocks, 16)
     assert [g.T for g in uniform.ctx.groups] == [100] and uniform.ctx.from_rows is None

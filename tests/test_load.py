@@ -1,5 +1,6 @@
 """The machine-load figures stored beside each run: real /proc here, and /proc/stat
 files written by the test for exact fractions and for kernels that report less."""
+
 from __future__ import annotations
 
 import sys
@@ -24,7 +25,7 @@ def test_the_columns_are_the_store_s():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_this_machine_reports_load_and_cpu_time():
     start = sample()
-    sum(i * i for i in range(200_000))   # some CPU time of our own between the samples
+    sum(i * i for i in range(200_000))  # some CPU time of our own between the samples
     out = figures(start, sample())
     assert set(out) == set(COLUMNS)
     assert out["loadavg_start"] is not None and out["loadavg_start"] >= 0
@@ -36,8 +37,9 @@ def test_fractions_from_two_samples(tmp_path):
     # user nice system idle iowait irq softirq steal (guest guest_nice, already in user):
     # 1000 ticks pass, 350 idle or waiting, 50 stolen, so 600 busy
     a = Sample(1.0, load._cpu_ticks(stat_file(tmp_path, "a", "100 0 100 1000 0 0 0 10 0 0")), 0.0)
-    b = Sample(2.5, load._cpu_ticks(stat_file(tmp_path, "b", "500 0 300 1330 20 0 0 60 9 9")),
-               200 / hz)   # we used 200 of the 600 busy ticks
+    b = Sample(
+        2.5, load._cpu_ticks(stat_file(tmp_path, "b", "500 0 300 1330 20 0 0 60 9 9")), 200 / hz
+    )  # we used 200 of the 600 busy ticks
     out = figures(a, b)
     assert (out["loadavg_start"], out["loadavg_end"]) == (1.0, 2.5)
     assert out["steal_fraction"] == pytest.approx(50 / 1000)

@@ -1,6 +1,7 @@
 """Committed measurement folders and the database rebuilt from them: real fixture
 databases written out through the store, real git repositories merged with `git merge`,
 a real quick `runner run` on a random checkpoint, and real mkdocs builds."""
+
 from __future__ import annotations
 
 import os
@@ -13,17 +14,21 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
 from conftest_publish import build_site, post_text, write_project
 from fixture_db import EXPERIMENT, FixtureChip, build_fixture
+
 from runner.cli import main as cli
 from runner.store import measurements
 from runner.store.store import Store, StoreError
 from runner.train.random_init import write_random_checkpoint
 
 NAME = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}-[\w.-]+-[0-9a-f]{8}$")
-ORDER = {"chips": "chip_id", "runs": "run_id", "requests": "run_id, request_id",
-         "passes": "run_id, pass_index"}
+ORDER = {
+    "chips": "chip_id",
+    "runs": "run_id",
+    "requests": "run_id, request_id",
+    "passes": "run_id, pass_index",
+}
 
 
 def measured(tmp: Path, root: Path, chip: FixtureChip, day: datetime, seed: int) -> list[Path]:
@@ -45,8 +50,13 @@ def rows(db: Path) -> dict[str, list[tuple]]:
 
 
 def git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.org",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.org")
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@example.org",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@example.org",
+    )
     done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     return done
@@ -56,10 +66,15 @@ def test_folders_are_named_by_start_chip_experiment_and_runs(tmp_path):
     root = tmp_path / "measurements"
     folders = measured(tmp_path, root, FixtureChip("Fixture M1", 100.0), datetime(2026, 11, 19), 0)
     assert len(folders) == 1 and NAME.match(folders[0].name), folders
-    assert folders[0].name.startswith(f"20261119T080000Z-")
+    assert folders[0].name.startswith("20261119T080000Z-")
     assert folders[0].name.split("-", 2)[2].startswith(EXPERIMENT)
     assert sorted(p.name for p in folders[0].iterdir()) == [
-        "chips.parquet", "passes.parquet", "requests.parquet", "runs.parquet", "tokens.parquet"]
+        "chips.parquet",
+        "passes.parquet",
+        "requests.parquet",
+        "runs.parquet",
+        "tokens.parquet",
+    ]
 
 
 def test_two_clones_each_adding_a_measurement_merge_without_conflict(tmp_path):
@@ -84,8 +99,9 @@ def test_two_clones_each_adding_a_measurement_merge_without_conflict(tmp_path):
     assert loaded.rebuilt and loaded.folders == 3
     con = duckdb.connect(str(db), read_only=True)
     try:
-        chips = con.execute("SELECT ch.name, count(*) FROM runs JOIN chips ch USING (chip_id) "
-                            "GROUP BY 1 ORDER BY 1").fetchall()
+        chips = con.execute(
+            "SELECT ch.name, count(*) FROM runs JOIN chips ch USING (chip_id) GROUP BY 1 ORDER BY 1"
+        ).fetchall()
     finally:
         con.close()
     assert chips == [("Chip A", 12), ("Chip B", 12), ("Fixture M1", 12)]
@@ -127,8 +143,13 @@ def test_the_database_depends_only_on_the_files_not_on_order_or_history(three, t
         config = write_project(tmp_path / name, source, {"p.md": post_text()})
         result = build_site(config, site=tmp_path / name / "site")
         assert result.ok, result.warnings
-        sites.append({p.relative_to(result.site).as_posix(): p.read_bytes()
-                      for p in sorted(result.site.rglob("*")) if p.is_file()})
+        sites.append(
+            {
+                p.relative_to(result.site).as_posix(): p.read_bytes()
+                for p in sorted(result.site.rglob("*"))
+                if p.is_file()
+            }
+        )
     assert sites[0].keys() == sites[1].keys()
     assert [k for k in sites[0] if sites[0][k] != sites[1][k]] == []
 
@@ -148,14 +169,17 @@ def test_a_corrupt_file_is_one_error_naming_it_and_the_old_database_stays(three,
     assert rows(db) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["measurements", "runs.duckdb"]
     (bad / "passes.parquet").unlink()  # a folder missing a table names the folder and table
-    with pytest.raises(StoreError, match=r"measurement folder 20261201T000000Z-0000000a-broken-00000000 "
-                                         r"lacks its passes table"):
+    with pytest.raises(
+        StoreError,
+        match=r"measurement folder 20261201T000000Z-0000000a-broken-00000000 "
+        r"lacks its passes table",
+    ):
         measurements.sync_database(db)
     assert rows(db) == before
 
 
 def test_runs_in_no_folder_are_saved_before_a_rebuild_and_deleted_folders_drop_out(three, tmp_path):
-    db = tmp_path / "runs.duckdb"   # a database measured before the folders existed
+    db = tmp_path / "runs.duckdb"  # a database measured before the folders existed
     build_fixture(db, chips=(FixtureChip("Local chip", 80.0),), seed=5)
     root = tmp_path / "measurements"
     shutil.copytree(three, root)
@@ -164,14 +188,15 @@ def test_runs_in_no_folder_are_saved_before_a_rebuild_and_deleted_folders_drop_o
     assert "saved " + loaded.rescued[0].name in loaded.describe()
     assert len(rows(db)["runs"]) == 4 * 12
     shutil.rmtree(root / measurements.measurement_folders(three)[0].name)
-    assert measurements.sync_database(db).rescued == []   # deleting a folder deletes its runs
+    assert measurements.sync_database(db).rescued == []  # deleting a folder deletes its runs
     assert len(rows(db)["runs"]) == 3 * 12
 
 
 def test_runner_run_writes_a_folder_of_exactly_the_runs_it_completed(tmp_path, capsys):
     model = write_random_checkpoint(tmp_path / "model", seed=4)
     decl = tmp_path / "smoke.toml"
-    decl.write_text(textwrap.dedent(f"""\
+    decl.write_text(
+        textwrap.dedent(f"""\
         title = "smoke"
         model = "{model}"
         seed = 3
@@ -190,7 +215,8 @@ def test_runner_run_writes_a_folder_of_exactly_the_runs_it_completed(tmp_path, c
 
         [arms.off]
         mtp = false
-        """))
+        """)
+    )
     db = tmp_path / "data" / "runs.duckdb"
     assert cli(["run", str(decl), "--db", str(db), "--quick"]) == 0
     root = tmp_path / "data" / "measurements"
@@ -199,11 +225,13 @@ def test_runner_run_writes_a_folder_of_exactly_the_runs_it_completed(tmp_path, c
     assert f"wrote 2 run(s) to {folder}" in capsys.readouterr().err
     con = duckdb.connect(str(db), read_only=True)
     try:
-        ids = sorted(r[0] for r in con.execute("SELECT run_id FROM runs WHERE status = 'complete'").fetchall())
+        ids = sorted(
+            r[0] for r in con.execute("SELECT run_id FROM runs WHERE status = 'complete'").fetchall()
+        )
     finally:
         con.close()
     assert sorted(measurements.read_folder(folder)["runs"].column("run_id").to_pylist()) == ids
-    assert cli(["run", str(decl), "--db", str(db), "--quick"]) == 0   # nothing left to run
+    assert cli(["run", str(decl), "--db", str(db), "--quick"]) == 0  # nothing left to run
     assert measurements.measurement_folders(root) == [folder]
     assert cli(["run", str(decl), "--db", str(db), "--quick", "--plan"]) == 0
     plan = capsys.readouterr().out.strip().splitlines()[-1]

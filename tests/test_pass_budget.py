@@ -1,6 +1,7 @@
 """The per-pass token budget (max_pass_tokens): decode rows first and never cut, prefill
 chunks in what is left, and no output changes (the property tests cover that broadly;
 these pin the scheduling rule on hand-made cases)."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,7 +29,7 @@ def run_long_into_short(eng, short, max_new):
     passes, outs = [], {}
     eng.sink = lambda e: passes.append(e) if isinstance(e, PassEvent) else None
     ids = [eng.add_request(p, max_new) for p in short]
-    while len(passes) < 2:          # the short prompts are prefilled and decoding
+    while len(passes) < 2:  # the short prompts are prefilled and decoding
         for ev in eng.step():
             outs[ev.request_id] = ev.tokens
     ids.append(eng.add_request(LONG, 4))
@@ -41,7 +42,7 @@ def run_long_into_short(eng, short, max_new):
 
 def test_a_long_prompt_arriving_never_stalls_the_decoding_rows(engine_cache):
     expected, unbudgeted = run_long_into_short(engine_cache(max_batch_size=4, prefill_chunk=64), SHORT, 30)
-    assert any(p.prefill_tokens == len(LONG) for p in unbudgeted)    # without a budget: one 60-token pass
+    assert any(p.prefill_tokens == len(LONG) for p in unbudgeted)  # without a budget: one 60-token pass
     eng = engine_cache(max_batch_size=4, prefill_chunk=64, max_pass_tokens=8)
     outs, passes = run_long_into_short(eng, SHORT, 30)
     assert outs == expected
@@ -54,13 +55,13 @@ def test_a_long_prompt_arriving_never_stalls_the_decoding_rows(engine_cache):
 
 
 def test_decode_rows_past_the_budget_all_run_and_prefill_waits(engine_cache):
-    short = [[5], [8], [10]]        # one pass of budget 3 prefills all three
+    short = [[5], [8], [10]]  # one pass of budget 3 prefills all three
     expected, _ = run_long_into_short(engine_cache(max_batch_size=4, prefill_chunk=64), short, 6)
     eng = engine_cache(max_batch_size=4, prefill_chunk=64, max_pass_tokens=3, mtp=True, draft_policy="always")
     outs, passes = run_long_into_short(eng, short, 6)
     assert outs == expected
     assert passes[0].prefill_tokens == 3 and passes[0].width == 3
-    assert max(p.decode_tokens for p in passes) == 6           # three drafted rows, budget 3: all run
+    assert max(p.decode_tokens for p in passes) == 6  # three drafted rows, budget 3: all run
     assert all(p.prefill_tokens == 0 for p in passes if p.decode_tokens >= 3)
     assert sum(p.prefill_tokens for p in passes) == 3 + len(LONG)
 
@@ -82,7 +83,9 @@ def test_a_pass_without_decode_rows_always_prefills(engine_cache):
     eng.sink = lambda e: passes.append(e) if isinstance(e, PassEvent) else None
     out = eng.generate([[3, 4, 5], [6, 7]], max_new_tokens=2)
     eng.sink = None
-    assert out == engine_cache(max_batch_size=3, prefill_chunk=8).generate([[3, 4, 5], [6, 7]], max_new_tokens=2)
+    assert out == engine_cache(max_batch_size=3, prefill_chunk=8).generate(
+        [[3, 4, 5], [6, 7]], max_new_tokens=2
+    )
     assert [p.prefill_tokens for p in passes[:3]] == [1, 1, 1] and passes[0].width == 1
 
 
@@ -105,8 +108,9 @@ def test_a_row_left_out_of_a_pass_still_reports_its_state_bytes(engine_cache):
     seen = []
 
     def check(e):
-        if isinstance(e, PassEvent):   # rows running after the pass, and what they hold
+        if isinstance(e, PassEvent):  # rows running after the pass, and what they hold
             seen.append((e.width, len(eng.scheduler.running), e.state_bytes, eng.state_bytes()))
+
     eng.sink = check
     eng.generate([[5], [8], LONG], max_new_tokens=6)
     eng.sink = None

@@ -1,10 +1,12 @@
 """Queuing the next decode pass before reading the current one's tokens (pipeline=True)
 changes no output and no accounting, also when rows stop at EOS inside a queued pass."""
+
 from __future__ import annotations
 
 from collections import Counter
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runner.engine import Engine, collect
 
@@ -24,15 +26,24 @@ def run(eng, prompts, max_new, eos):
 
 
 @settings(max_examples=40, deadline=None)
-@given(prompts=prompts_st, batch=st.integers(1, 4), mtp=st.booleans(), policy=policies,
-       max_new=st.integers(1, 14), eos_rank=st.integers(0, 3), budget=st.sampled_from([0, 2, 5]))
-def test_pipelined_output_and_accounting_match(engine_cache, prompts, batch, mtp, policy, max_new, eos_rank, budget):
+@given(
+    prompts=prompts_st,
+    batch=st.integers(1, 4),
+    mtp=st.booleans(),
+    policy=policies,
+    max_new=st.integers(1, 14),
+    eos_rank=st.integers(0, 3),
+    budget=st.sampled_from([0, 2, 5]),
+)
+def test_pipelined_output_and_accounting_match(
+    engine_cache, prompts, batch, mtp, policy, max_new, eos_rank, budget
+):
     plain = engine_cache(max_batch_size=1, pipeline=False)
     free_run, _, _ = run(plain, prompts, max_new, ())
     # A stop token the model really emits, so rows end at EOS mid-batch.
     common = [t for t, _ in Counter(t for o in free_run for t in o).most_common()]
     eos = {common[eos_rank % len(common)]}
-    expected = [o[:o.index(t) + 1] if (t := next(iter(eos))) in o else o for o in free_run]
+    expected = [o[: o.index(t) + 1] if (t := next(iter(eos))) in o else o for o in free_run]
     knobs = dict(max_batch_size=batch, mtp=mtp, draft_policy=policy, max_pass_tokens=budget)
     eager, _, none_queued = run(engine_cache(pipeline=False, **knobs), prompts, max_new, eos)
     piped_eng = engine_cache(pipeline=True, **knobs)

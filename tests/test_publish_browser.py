@@ -1,5 +1,6 @@
 """A built post opened in headless Chromium from a local server: every chart drew its
 SVG, the regime rows are there, the console is clean; a screenshot is kept in tmp."""
+
 import re
 import shutil
 import subprocess
@@ -8,14 +9,22 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from conftest_publish import *  # noqa: F401,F403  (fixtures)
 from conftest_publish import build_site, post_text, write_project
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+    "--virtual-time-budget=5000",
+]
 
 
 class _Quiet(SimpleHTTPRequestHandler):
@@ -39,8 +48,12 @@ def served(tmp_path_factory, fixture_db):
 
 
 def chromium(root, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={root / 'profile'}", *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={root / 'profile'}", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 # Injected into a copy of a page: after layout, list every table wider than the article
@@ -81,18 +94,22 @@ def test_post_renders_its_charts_and_regime_rows(served):
     root, site, base, page = served
     run = chromium(root, "--dump-dom", f"{base}/{page}/")
     dom = run.stdout
-    chart_ids = re.findall(r'<div class="bothrows-chart" id="([^"]+)"',
-                           (site / page / "index.html").read_text())
+    chart_ids = re.findall(
+        r'<div class="bothrows-chart" id="([^"]+)"', (site / page / "index.html").read_text()
+    )
     assert len(chart_ids) == 2
     for chart_id in chart_ids:
         start = dom.index(f'id="{chart_id}"')
-        assert "main-svg" in dom[start: dom.index("</figure>", start)], f"chart {chart_id} is blank"
+        assert "main-svg" in dom[start : dom.index("</figure>", start)], f"chart {chart_id} is blank"
     assert dom.count('class="bothrows-regime-row') == 12
-    for chip in ("Fixture M1", "Fixture M3"):                 # both chips' rows, batch 1 to ceiling
-        rows = re.findall(rf'<tr class="bothrows-regime-row[^"]*" data-chip="{chip}" data-arm="[^"]+" '
-                          r'data-concurrency="(\d+)"', dom)
+    for chip in ("Fixture M1", "Fixture M3"):  # both chips' rows, batch 1 to ceiling
+        rows = re.findall(
+            rf'<tr class="bothrows-regime-row[^"]*" data-chip="{chip}" data-arm="[^"]+" '
+            r'data-concurrency="(\d+)"',
+            dom,
+        )
         assert sorted(set(rows)) == ["1", "2", "4"] and len(rows) == 6
-    table = dom[dom.index('id="claims-on-every-chip"'):]
+    table = dom[dom.index('id="claims-on-every-chip"') :]
     table = table[: table.index("</table>")]
     assert re.findall(r"<th>([^<]+)</th>", table)[3:] == ["Fixture M1", "Fixture M3"]
     assert re.findall(r'data-verdict="([^"]+)"', table) == ["holds", "holds"]

@@ -1,12 +1,12 @@
 """Real mkdocs-material builds of tiny projects over fixture databases: multi-chip
 pages, regime gaps, claims, the automatic update note, escaping and determinism."""
+
 import re
 from datetime import datetime
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from conftest_publish import *  # noqa: F401,F403  (fixtures)
 from conftest_publish import build_site, post_text, write_project
 from fixture_db import DEFAULT_CHIPS, FixtureChip, build_fixture, remeasure
@@ -32,17 +32,18 @@ def test_multi_chip_post_builds_strict_with_every_block(built):
     assert result.ok, result.warnings
     html = post_html(result.site)
     for chip in ("Fixture M1", "Fixture M3"):
-        assert html.count(f'data-chip="{chip}"') == 6            # 2 arms x 3 concurrencies
+        assert html.count(f'data-chip="{chip}"') == 6  # 2 arms x 3 concurrencies
     assert html.count('class="bothrows-chart"') == 2
     assert html.count("Plotly.newPlot(") == 2
     assert 'id="claim-1" href="#audit-claim-1"' in html and 'id="audit-claim-1"' in html
-    assert "×1.25" in html                                      # ratio to the base arm
+    assert "×1.25" in html  # ratio to the base arm
     assert "not measured" not in html
     assert "Update 2026-11-21" in html and "Re-measured" not in html
-    assert "BOTHROWS" not in "".join(p.read_text(errors="ignore")
-                                     for p in result.site.rglob("*.html"))
+    assert "BOTHROWS" not in "".join(p.read_text(errors="ignore") for p in result.site.rglob("*.html"))
     head = html[: html.index("</head>")]
-    assert "assets/bothrows/plotly.min.js" in head and (result.site / "assets/bothrows/plotly.min.js").is_file()
+    assert (
+        "assets/bothrows/plotly.min.js" in head and (result.site / "assets/bothrows/plotly.min.js").is_file()
+    )
     assert "fonts.googleapis" not in html and "cdn." not in html
     assert "The author's own <kbd>markup</kbd> stays markup." in html
 
@@ -76,24 +77,26 @@ def test_rebuild_is_byte_identical(built, tmp_path):
 
 def test_gaps_and_failed_claims_are_all_reported_at_once(tmp_path):
     db = tmp_path / "gap.duckdb"
-    build_fixture(db, skip={("Fixture M3", "on", 4)}, fail={("Fixture M1", "off", 1)},
-                  passes_per_run=10)
+    build_fixture(db, skip={("Fixture M3", "on", 4)}, fail={("Fixture M1", "off", 1)}, passes_per_run=10)
     config = write_project(tmp_path, db, {"p.md": post_text(stated="+40%")})
     strict = build_site(config)
     assert not strict.ok
     problems = [w for w in strict.warnings if "blog/posts/p.md" in w]
-    assert any("regime gap: chip 'Fixture M3' arm 'on' has no complete run at ceiling "
-               "(concurrency 4)" in w for w in problems)
-    assert any("regime gap: chip 'Fixture M1' arm 'off' has no complete run at batch 1" in w
-               for w in problems)
+    assert any(
+        "regime gap: chip 'Fixture M3' arm 'on' has no complete run at ceiling (concurrency 4)" in w
+        for w in problems
+    )
+    assert any(
+        "regime gap: chip 'Fixture M1' arm 'off' has no complete run at batch 1" in w for w in problems
+    )
     claim = [w for w in problems if "stated '+40%'" in w]
     assert len(claim) == 1 and claim[0].startswith("bothrows: blog/posts/p.md:10: claim 1")
-    assert "no data behind this claim" in claim[0]     # M1/off/1 failed, so nothing to compare
+    assert "no data behind this claim" in claim[0]  # M1/off/1 failed, so nothing to compare
     relaxed = build_site(config, strict=False, site=tmp_path / "relaxed")
     assert relaxed.ok
     html = post_html(relaxed.site)
     assert html.count('class="bothrows-regime-row bothrows-not-measured"') == 2
-    assert html.count("not measured</strong>") == 2 * 2     # the 6 metrics span two tables
+    assert html.count("not measured</strong>") == 2 * 2  # the 6 metrics span two tables
     assert 'class="bothrows-fail"' in html
 
 
@@ -117,33 +120,51 @@ def test_remeasurement_adds_a_dated_automatic_note(tmp_path):
     assert result.ok, result.warnings
     html = post_html(result.site)
     assert "Update 2026-12-03 (automatic)" in html
-    note = html[html.index("Update 2026-12-03"):]
+    note = html[html.index("Update 2026-12-03") :]
     note = note[: note.index("</div>")]
-    assert ("experiment spec-fixture on Fixture M1 at code version def5678, 1 cell (arm on; "
-            "concurrency 1; rounds 0, 1)") in note, note
-    assert re.search(r"claim &#39;\+25%&#39; was \+2[45]\.\d%, now \+(49|50)\.\d% \(does not hold\)", note), note
+    assert (
+        "experiment spec-fixture on Fixture M1 at code version def5678, 1 cell (arm on; "
+        "concurrency 1; rounds 0, 1)"
+    ) in note, note
+    assert re.search(r"claim &#39;\+25%&#39; was \+2[45]\.\d%, now \+(49|50)\.\d% \(does not hold\)", note), (
+        note
+    )
     assert note.index("2026-12-03") > 0 and html.index("Update 2026-11-21") < html.index("Update 2026-12-03")
-    table = html[html.index('id="claims-on-every-chip"'):]
-    assert '<th>Fixture M1</th>' in table and 'data-verdict="does not hold"' in table
+    table = html[html.index('id="claims-on-every-chip"') :]
+    assert "<th>Fixture M1</th>" in table and 'data-verdict="does not hold"' in table
 
 
 def test_names_and_notes_with_markup_render_as_text(tmp_path):
     db = tmp_path / "esc.duckdb"
     evil_chip = FixtureChip("<script>alert('chip')</script> **M9**", 100.0)
-    build_fixture(db, chips=(evil_chip,), arms=("off", "<img src=x onerror=alert(1)>_on_"),
-                  concurrencies=(1, 2), passes_per_run=5)
-    post = ("---\ndate: 2026-11-20\nexperiment: spec-fixture\n---\n# Escaping\n\n"
-            "{{ regime_table(['decode_tps']) }}\n\n{{ chart('decode_tps') }}\n")
-    config = write_project(tmp_path, db, {"p.md": post_text().replace("Fixture M1", evil_chip.name)
-                                          .replace('arm="on"', 'arm="<img src=x onerror=alert(1)>_on_"'),
-                                          "q.md": post})
+    build_fixture(
+        db,
+        chips=(evil_chip,),
+        arms=("off", "<img src=x onerror=alert(1)>_on_"),
+        concurrencies=(1, 2),
+        passes_per_run=5,
+    )
+    post = (
+        "---\ndate: 2026-11-20\nexperiment: spec-fixture\n---\n# Escaping\n\n"
+        "{{ regime_table(['decode_tps']) }}\n\n{{ chart('decode_tps') }}\n"
+    )
+    config = write_project(
+        tmp_path,
+        db,
+        {
+            "p.md": post_text()
+            .replace("Fixture M1", evil_chip.name)
+            .replace('arm="on"', 'arm="<img src=x onerror=alert(1)>_on_"'),
+            "q.md": post,
+        },
+    )
     result = build_site(config)
     assert result.ok, result.warnings
     for page in result.site.glob("blog/20*/**/index.html"):
         html = page.read_text()
         assert "<script>alert" not in html and "<img src=x" not in html
         assert "&lt;script&gt;alert(&#39;chip&#39;)&lt;/script&gt; **M9**" in html
-        assert "\\u0026lt;script\\u0026gt;" in html    # chart JSON: plotly text, and cannot close <script>
+        assert "\\u0026lt;script\\u0026gt;" in html  # chart JSON: plotly text, and cannot close <script>
     assert "<strong>bold</strong>" not in post_html_for(result.site, "speculative")
 
 
@@ -155,12 +176,12 @@ def test_quick_only_data_is_labelled_and_missing_data_fails_strict(tmp_path):
     db = tmp_path / "quick.duckdb"
     build_fixture(db, chips=DEFAULT_CHIPS[:1], concurrencies=(1, 2), quick=True, passes_per_run=5)
     quick_post = post_text().replace(', chip="Fixture M1"', "")
-    config = write_project(tmp_path, db, {"p.md": quick_post,
-                                          "none.md": post_text(experiment="nothing-yet")})
+    config = write_project(tmp_path, db, {"p.md": quick_post, "none.md": post_text(experiment="nothing-yet")})
     result = build_site(config)
     assert not result.ok
     assert [w for w in result.warnings if "nothing-yet" in w] == [
-        f"bothrows: blog/posts/none.md:1: experiment 'nothing-yet' has no complete runs in database {db}"]
+        f"bothrows: blog/posts/none.md:1: experiment 'nothing-yet' has no complete runs in database {db}"
+    ]
     assert not [w for w in result.warnings if "blog/posts/p.md" in w]
     assert "Quick data" in post_html_for(result.site, "speculative")
 

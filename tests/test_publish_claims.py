@@ -1,17 +1,32 @@
 """Claims: parsing stated figures and judging them against recomputed values."""
+
 import pytest
 
 from runner.publish.claims import ClaimSyntaxError, Measured, claim_link, judge, parse_stated
 
 
 def change(value, lo=None, hi=None):
-    return Measured(value, value if lo is None else lo, value if hi is None else hi, 2,
-                    "change", "decode_tps of on vs off")
+    return Measured(
+        value,
+        value if lo is None else lo,
+        value if hi is None else hi,
+        2,
+        "change",
+        "decode_tps of on vs off",
+    )
 
 
-@pytest.mark.parametrize("stated,lo,hi", [("+25%", 0.245, 0.255), ("-3.5%", -0.0355, -0.0345),
-                                          ("82%", 0.815, 0.825), ("1,234", 1233.5, 1234.5),
-                                          ("97.4 tok/s", 97.35, 97.45), ("126", 125.5, 126.5)])
+@pytest.mark.parametrize(
+    "stated,lo,hi",
+    [
+        ("+25%", 0.245, 0.255),
+        ("-3.5%", -0.0355, -0.0345),
+        ("82%", 0.815, 0.825),
+        ("1,234", 1233.5, 1234.5),
+        ("97.4 tok/s", 97.35, 97.45),
+        ("126", 125.5, 126.5),
+    ],
+)
 def test_stated_rounding_interval(stated, lo, hi):
     s = parse_stated(stated, "value")
     assert s.lo == pytest.approx(lo) and s.hi == pytest.approx(hi)
@@ -28,14 +43,14 @@ def test_within_rounding_passes_and_outside_fails():
     assert judge(1, "+25%", change(0.2549), 3).ok
     bad = judge(1, "+25%", change(0.2551), 3)
     assert not bad.ok and "outside" in bad.reason
-    assert not judge(1, "-25%", change(0.25), 3).ok   # the sign is part of the claim
+    assert not judge(1, "-25%", change(0.25), 3).ok  # the sign is part of the claim
 
 
 def test_the_interval_widens_the_tolerance():
-    wide = change(0.22, lo=0.19, hi=0.251)             # the interval holds the stated 25%
+    wide = change(0.22, lo=0.19, hi=0.251)  # the interval holds the stated 25%
     v = judge(2, "+25%", wide, 7)
     assert v.ok and "interval" in v.reason
-    narrow = change(0.22, lo=0.19, hi=0.246)           # reaches its rounding, not the value
+    narrow = change(0.22, lo=0.19, hi=0.246)  # reaches its rounding, not the value
     assert not judge(2, "+25%", narrow, 7).ok
 
 
@@ -47,7 +62,7 @@ def test_a_direction_needs_an_interval_that_excludes_no_change():
     assert not v.ok and "includes no change" in v.reason
     ratio = Measured(1.5, 0.9, 2.0, 3, "ratio", "r")
     assert "includes no change" in judge(1, "1.50x", ratio, 1).reason
-    assert judge(1, "1.0x", Measured(1.02, 0.9, 1.1, 3, "ratio", "r"), 1).ok   # not a direction
+    assert judge(1, "1.0x", Measured(1.02, 0.9, 1.1, 3, "ratio", "r"), 1).ok  # not a direction
     no_interval = Measured(0.25, None, None, 1, "change", "one round")
     assert not judge(1, "+25%", no_interval, 1).ok
 

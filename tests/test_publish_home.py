@@ -1,14 +1,15 @@
 """Re-measured anywhere: a post judged on its home data while later chips and code
 versions show up in its tables, notes and claims-on-every-chip table."""
+
 import re
 from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
-
 from conftest_publish import *  # noqa: F401,F403  (fixtures)
 from conftest_publish import build_site, write_project
 from fixture_db import FixtureChip, build_fixture, remeasure
+
 from runner.publish.commands import main_audit
 from runner.publish.post import render_post
 
@@ -37,10 +38,18 @@ def travelled(tmp_path_factory):
     db = tmp_path_factory.mktemp("home") / "runs.duckdb"
     build_fixture(db, chips=(M1,), day=datetime(2026, 11, 19), passes_per_run=8)
     build_fixture(db, chips=(M3,), day=datetime(2026, 11, 25), passes_per_run=8, seed=3)
-    build_fixture(db, chips=(SAME_A,), day=datetime(2026, 11, 26), passes_per_run=8, seed=4,
-                  skip={("Same EPYC", "on", 2)}, code_version="ccc0000")
-    build_fixture(db, chips=(SAME_B,), day=datetime(2026, 11, 26), passes_per_run=8, seed=5,
-                  code_version="ccc0000")
+    build_fixture(
+        db,
+        chips=(SAME_A,),
+        day=datetime(2026, 11, 26),
+        passes_per_run=8,
+        seed=4,
+        skip={("Same EPYC", "on", 2)},
+        code_version="ccc0000",
+    )
+    build_fixture(
+        db, chips=(SAME_B,), day=datetime(2026, 11, 26), passes_per_run=8, seed=5, code_version="ccc0000"
+    )
     for c in (1, 2):
         remeasure(db, M1, "on", c, speedup=1.2, day=datetime(2026, 12, 3))
     return db
@@ -64,23 +73,25 @@ def test_strict_build_shows_every_chip_notes_and_claims_on_every_chip(travelled,
     assert "on Fixture M3 at code version abc1234" in notes[0][1]
     assert all("at code version ccc0000" in t for _, t in notes[1:3])
     assert "on Fixture M1 at code version def5678" in notes[3][1] and "(does not hold)" in notes[3][1]
-    table = html[html.index('id="claims-on-every-chip"'):]
+    table = html[html.index('id="claims-on-every-chip"') :]
     table = table[: table.index("</table>")]
     heads = re.findall(r"<th>([^<]+)</th>", table)
     assert heads[3:] == ["Fixture M1 (newest)", "Fixture M3", *same]
-    rows = {n: re.findall(r'data-verdict="([^"]+)"', row)
-            for n, row in re.findall(r'<tr data-claim="(\d+)">(.*?)</tr>', table)}
+    rows = {
+        n: re.findall(r'data-verdict="([^"]+)"', row)
+        for n, row in re.findall(r'<tr data-claim="(\d+)">(.*?)</tr>', table)
+    }
     assert rows["1"] == ["does not hold", "holds", "holds", "holds"]
-    without = _label_of(same, travelled, SAME_A)       # has no 'on' cell at concurrency 2
+    without = _label_of(same, travelled, SAME_A)  # has no 'on' cell at concurrency 2
     assert rows["2"][0] == "does not hold"
     assert [v == "not measured" for v in rows["2"][2:]] == [label == without for label in same]
-    audit = html[html.index("Claims are judged on this post's home data"):]
+    audit = html[html.index("Claims are judged on this post's home data") :]
     assert audit.startswith("Claims are judged on this post's home data: Fixture M1, data as of 2026-11-20.")
 
 
 def _label_of(labels, db, chip):
-    from runner.publish.queries import Reader
     from runner.store.store import chip_id_of
+
     return next(label for label in labels if chip_id_of(chip.fingerprint())[:8] in label)
 
 
@@ -105,62 +116,95 @@ def test_ambiguous_or_unknown_home_is_one_clear_error(travelled):
     homes = [f.message for f in post.failures if "home chip" in f.message]
     assert len(homes) == 1 and len(post.failures) == 1, [f.message for f in post.failures]
     assert "its data as of 2026-12-10 holds chips 'Fixture M1', 'Fixture M3', 'Same EPYC (" in homes[0]
-    post = render_post(POST.split("---\n", 2)[2], {**meta, "chip": "Same EPYC"}, key="p.md",
-                       db_path=travelled)
+    post = render_post(
+        POST.split("---\n", 2)[2], {**meta, "chip": "Same EPYC"}, key="p.md", db_path=travelled
+    )
     assert [f.message for f in post.failures] == [
         "front matter field 'chip': 'Same EPYC' names 2 chips; name one of 'Fixture M1', 'Fixture M3', "
-        + ", ".join(repr(x) for x in sorted(_labels("".join(post.blocks.values())))[2:])]
+        + ", ".join(repr(x) for x in sorted(_labels("".join(post.blocks.values())))[2:])
+    ]
     m3 = render_post(POST.split("---\n", 2)[2], {**meta, "chip": "Fixture M3"}, key="p.md", db_path=travelled)
-    assert [v.ok for v in m3.verdicts] == [True, False]          # judged on M3: its +4.8% is not +6%
+    assert [v.ok for v in m3.verdicts] == [True, False]  # judged on M3: its +4.8% is not +6%
     assert "on Fixture M3 (data as of 2026-12-10)" in m3.verdicts[1].measured.what
 
 
 def test_arms_not_named_off_take_the_first_declared_arm_as_base(tmp_path):
     db = tmp_path / "chunk.duckdb"
-    build_fixture(db, experiment="chunk-probe", chips=(M1,), arms=("large", "small"),
-                  concurrencies=(1, 4), factors={"small": 1.0, "large": 1.3}, passes_per_run=6)
+    build_fixture(
+        db,
+        experiment="chunk-probe",
+        chips=(M1,),
+        arms=("large", "small"),
+        concurrencies=(1, 4),
+        factors={"small": 1.0, "large": 1.3},
+        passes_per_run=6,
+    )
     decl = tmp_path / "docs" / "experiments"
     decl.mkdir(parents=True)
-    (decl / "chunk-probe.toml").write_text('[arms.small]\nprefill_chunk = 16\n[arms.large]\nprefill_chunk = 128\n')
-    post = ("---\ndate: 2026-11-20\nexperiment: chunk-probe\n---\n# Chunks\n\n"
-            '{{ claim("+31%", gain("decode_tps", arm="large", concurrency=1)) }}\n\n'
-            '{{ regime_table(["decode_tps"]) }}\n\n{{ traffic({1: 0.5, 4: 0.5}) }}\n')
+    (decl / "chunk-probe.toml").write_text(
+        "[arms.small]\nprefill_chunk = 16\n[arms.large]\nprefill_chunk = 128\n"
+    )
+    post = (
+        "---\ndate: 2026-11-20\nexperiment: chunk-probe\n---\n# Chunks\n\n"
+        '{{ claim("+31%", gain("decode_tps", arm="large", concurrency=1)) }}\n\n'
+        '{{ regime_table(["decode_tps"]) }}\n\n{{ traffic({1: 0.5, 4: 0.5}) }}\n'
+    )
     result = build_site(write_project(tmp_path, db, {"p.md": post}))
     assert result.ok, result.warnings
     html = next(result.site.glob("blog/20*/**/index.html")).read_text()
     assert "the ratio to arm <code>small</code>" in html and "vs <code>small</code>" in html
-    rendered = render_post("# C\n\n{{ regime_table(['decode_tps'], base='large') }}\n",
-                           {"experiment": "chunk-probe"}, key="c.md", db_path=db)
+    rendered = render_post(
+        "# C\n\n{{ regime_table(['decode_tps'], base='large') }}\n",
+        {"experiment": "chunk-probe"},
+        key="c.md",
+        db_path=db,
+    )
     assert rendered.failures == [] and "arm <code>large</code>" in "".join(rendered.blocks.values())
 
 
 def test_a_post_draws_on_several_experiments(tmp_path):
     db = tmp_path / "two.duckdb"
     build_fixture(db, experiment="exp-a", chips=(M1,), passes_per_run=6)
-    build_fixture(db, experiment="exp-b", chips=(M1,), arms=("x", "y"), factors={"x": 1.0, "y": 2.0},
-                  passes_per_run=6)
-    post = ("---\ndate: 2026-11-20\nexperiments: [exp-a, exp-b]\n---\n# Two\n\n"
-            '{{ claim("+25%", gain("decode_tps", arm="on", base="off", concurrency=1)) }}\n'
-            '{{ claim("2.0x", ratio("decode_tps", arm="y", base="x", concurrency=4, experiment="exp-b")) }}\n\n'
-            '{{ regime_table(["decode_tps"]) }}\n\n{{ regime_table(["decode_tps"], experiment="exp-b") }}\n'
-            '{{ metric("decode_tps", arm="y", concurrency=1, experiment="exp-c") }}\n')
-    out = render_post(post.split("---\n", 2)[2], {"experiments": ["exp-a", "exp-b"], "date": "2026-11-20"},
-                      key="blog/posts/two.md", db_path=db)
-    assert [f.message for f in out.failures] == ["unknown experiment 'exp-c'; this post draws on 'exp-a', 'exp-b'"]
+    build_fixture(
+        db, experiment="exp-b", chips=(M1,), arms=("x", "y"), factors={"x": 1.0, "y": 2.0}, passes_per_run=6
+    )
+    post = (
+        "---\ndate: 2026-11-20\nexperiments: [exp-a, exp-b]\n---\n# Two\n\n"
+        '{{ claim("+25%", gain("decode_tps", arm="on", base="off", concurrency=1)) }}\n'
+        '{{ claim("2.0x", ratio("decode_tps", arm="y", base="x", concurrency=4, experiment="exp-b")) }}\n\n'
+        '{{ regime_table(["decode_tps"]) }}\n\n{{ regime_table(["decode_tps"], experiment="exp-b") }}\n'
+        '{{ metric("decode_tps", arm="y", concurrency=1, experiment="exp-c") }}\n'
+    )
+    out = render_post(
+        post.split("---\n", 2)[2],
+        {"experiments": ["exp-a", "exp-b"], "date": "2026-11-20"},
+        key="blog/posts/two.md",
+        db_path=db,
+    )
+    assert [f.message for f in out.failures] == [
+        "unknown experiment 'exp-c'; this post draws on 'exp-a', 'exp-b'"
+    ]
     assert [v.ok for v in out.verdicts] == [True, True]
     assert sorted(n for n in out.downloads.tables) == [
-        f"{e}-{t}" for e in ("exp-a", "exp-b") for t in ("passes", "requests", "runs", "tokens")]
+        f"{e}-{t}" for e in ("exp-a", "exp-b") for t in ("passes", "requests", "runs", "tokens")
+    ]
     gaps = render_post("# G\n", {"experiments": ["exp-a", "nothing"]}, key="g.md", db_path=db)
-    assert [f.message for f in gaps.failures] == [f"experiment 'nothing' has no complete runs in database {db}"]
+    assert [f.message for f in gaps.failures] == [
+        f"experiment 'nothing' has no complete runs in database {db}"
+    ]
 
 
 def test_a_dated_update_judges_its_claims_on_the_data_of_its_own_day(travelled):
     """A section written later (a dated update) reads the data as of its day: as_of=."""
-    body = ('# U\n\n{{ claim("+25%", gain("decode_tps", arm="on", concurrency=1)) }}\n'
-            '{{ claim("+49%", gain("decode_tps", arm="on", concurrency=1, as_of="2026-12-03")) }}\n'
-            '{{ claim("+25%", gain("decode_tps", arm="on", concurrency=1, chip="Fixture M3", as_of="2026-11-25")) }}\n'
-            '{{ metric("decode_tps", arm="on", concurrency=1, as_of="soon") }}\n')
-    post = render_post(body, {"experiment": "spec-fixture", "date": "2026-11-20"}, key="p.md", db_path=travelled)
+    body = (
+        '# U\n\n{{ claim("+25%", gain("decode_tps", arm="on", concurrency=1)) }}\n'
+        '{{ claim("+49%", gain("decode_tps", arm="on", concurrency=1, as_of="2026-12-03")) }}\n'
+        '{{ claim("+25%", gain("decode_tps", arm="on", concurrency=1, chip="Fixture M3", as_of="2026-11-25")) }}\n'
+        '{{ metric("decode_tps", arm="on", concurrency=1, as_of="soon") }}\n'
+    )
+    post = render_post(
+        body, {"experiment": "spec-fixture", "date": "2026-11-20"}, key="p.md", db_path=travelled
+    )
     assert [v.ok for v in post.verdicts] == [True, True, True], [v.reason for v in post.verdicts]
     assert "Fixture M1 (data as of 2026-12-03)" in post.verdicts[1].measured.what
     assert "Fixture M3 (data as of 2026-11-25)" in post.verdicts[2].measured.what

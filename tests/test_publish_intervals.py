@@ -1,32 +1,45 @@
 """The paired bootstrap: deterministic, and it tells no difference from a real one."""
+
 from datetime import datetime
 
 import numpy as np
-
 from conftest_publish import *  # noqa: F401,F403  (fixtures)
 from conftest_publish import write_project
 from fixture_db import FixtureChip, build_fixture
+
 from runner.publish.intervals import Intervals
 from runner.publish.post import render_post
 from runner.publish.queries import Reader
 
-CLAIMS = ('# T\n\n{{ claim("+5%", gain("decode_tps", arm="b", base="a", concurrency=1)) }}\n'
-          '{{ claim("level", gain("decode_tps", arm="b", base="a", concurrency=1)) }}\n'
-          '{{ claim("+30%", gain("decode_tps", arm="b", base="a", concurrency=2)) }}\n'
-          '{{ claim("1.3x", ratio("decode_tps", arm="b", base="a", concurrency=2)) }}\n')
+CLAIMS = (
+    '# T\n\n{{ claim("+5%", gain("decode_tps", arm="b", base="a", concurrency=1)) }}\n'
+    '{{ claim("level", gain("decode_tps", arm="b", base="a", concurrency=1)) }}\n'
+    '{{ claim("+30%", gain("decode_tps", arm="b", base="a", concurrency=2)) }}\n'
+    '{{ claim("1.3x", ratio("decode_tps", arm="b", base="a", concurrency=2)) }}\n'
+)
 
 
 def _db(tmp_path, factor: float, name="ab.duckdb", seed=0):
     db = tmp_path / name
-    build_fixture(db, chips=(FixtureChip("Fixture M1", 100.0),), arms=("a", "b"), concurrencies=(1, 2),
-                  rounds=3, requests_per_client=8, factors={"a": 1.0, "b": factor},
-                  run_noise=0.02, request_noise=0.2, seed=seed)
+    build_fixture(
+        db,
+        chips=(FixtureChip("Fixture M1", 100.0),),
+        arms=("a", "b"),
+        concurrencies=(1, 2),
+        rounds=3,
+        requests_per_client=8,
+        factors={"a": 1.0, "b": factor},
+        run_noise=0.02,
+        request_noise=0.2,
+        seed=seed,
+    )
     return db
 
 
 def _verdicts(db, body=CLAIMS):
-    post = render_post(body, {"experiment": "spec-fixture", "date": "2026-11-20"},
-                       key="blog/posts/ab.md", db_path=db)
+    post = render_post(
+        body, {"experiment": "spec-fixture", "date": "2026-11-20"}, key="blog/posts/ab.md", db_path=db
+    )
     return {v.stated: v for v in post.verdicts}, post
 
 
@@ -37,15 +50,17 @@ def test_bootstrap_is_deterministic_and_pairs_arms_by_request(tmp_path):
     a, b = Intervals("spec-fixture", runs, reqs), Intervals("spec-fixture", runs, reqs)
     chip = next(iter(runs))[0]
     ra, rb = a.replicates("decode_tps", chip, "a", 1), b.replicates("decode_tps", chip, "a", 1)
-    assert np.array_equal(ra, rb)                      # same rows, same draws
+    assert np.array_equal(ra, rb)  # same rows, same draws
     e1 = a.compare("decode_tps", chip, "b", "a", 1, "change")
     e2 = b.compare("decode_tps", chip, "b", "a", 1, "change")
     assert (e1.value, e1.lo, e1.hi) == (e2.value, e2.lo, e2.hi)
     assert e1.lo < e1.value < e1.hi
-    copy = _db(tmp_path, 1.0, "copy.duckdb")           # an identical database, built again
+    copy = _db(tmp_path, 1.0, "copy.duckdb")  # an identical database, built again
     _, p1 = _verdicts(db)
     _, p2 = _verdicts(copy)
-    assert [v.measured.interval_text() for v in p1.verdicts] == [v.measured.interval_text() for v in p2.verdicts]
+    assert [v.measured.interval_text() for v in p1.verdicts] == [
+        v.measured.interval_text() for v in p2.verdicts
+    ]
 
 
 def test_identical_arms_are_level_and_refuse_a_direction(tmp_path):
@@ -60,7 +75,7 @@ def test_a_thirty_percent_difference_is_directional_and_not_level(tmp_path):
     assert v["+30%"].ok and "excludes no change" in v["+30%"].reason, v["+30%"].reason
     assert v["1.3x"].ok
     assert not v["level"].ok and "excludes no change" in v["level"].reason
-    assert not v["+5%"].ok                             # neither rounds nor inside the interval
+    assert not v["+5%"].ok  # neither rounds nor inside the interval
 
 
 def test_every_table_cell_and_chart_point_carries_an_interval(tmp_path):
@@ -70,24 +85,37 @@ def test_every_table_cell_and_chart_point_carries_an_interval(tmp_path):
     html = "".join(post.blocks.values())
     rows = html.count('class="bothrows-regime-row')
     assert rows == 4 and html.count('class="bothrows-interval"') == 4 * 3
-    assert html.count('class="bothrows-ratio"') == 2 * 3          # arm b against the base a
+    assert html.count('class="bothrows-ratio"') == 2 * 3  # arm b against the base a
     assert '"arrayminus":[' in html and '"arrayminus":[0.0' not in html
 
 
 def test_the_aa_check_counts_cells_whose_interval_includes_no_change(tmp_path, capsys):
     from runner.publish.aa import report
     from runner.publish.commands import main_audit
+
     db = tmp_path / "aa.duckdb"
     for k, day in enumerate((datetime(2026, 11, 19), datetime(2026, 11, 20), datetime(2026, 11, 21))):
-        build_fixture(db, experiment="x-aa", chips=(FixtureChip("Fixture M1", 100.0),), arms=("a", "a-aa"),
-                      concurrencies=(1, 2), rounds=3, requests_per_client=6, factors={"a": 1.0, "a-aa": 1.0},
-                      run_noise=0.02, request_noise=0.2, seed=k, day=day)
+        build_fixture(
+            db,
+            experiment="x-aa",
+            chips=(FixtureChip("Fixture M1", 100.0),),
+            arms=("a", "a-aa"),
+            concurrencies=(1, 2),
+            rounds=3,
+            requests_per_client=6,
+            factors={"a": 1.0, "a-aa": 1.0},
+            run_noise=0.02,
+            request_noise=0.2,
+            seed=k,
+            day=day,
+        )
     with Reader(db) as r:
         lines, share = report(r, "x-aa")
     assert lines[0].startswith("x-aa: a-aa against a, 3 repetition(s)")
     assert 0.8 <= share <= 1.0, lines
     config = write_project(tmp_path, db, {})
     from types import SimpleNamespace
+
     assert main_audit(SimpleNamespace(config_file=str(config), database=None, chip=None, aa="x-aa")) == 0
     assert "include no change; about 95%" in capsys.readouterr().out
     assert main_audit(SimpleNamespace(config_file=str(config), database=None, chip=None, aa="spec")) == 2

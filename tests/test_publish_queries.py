@@ -1,11 +1,12 @@
 """The page queries against real DuckDB files written through the Store API."""
+
 from datetime import datetime
 
 import duckdb
 import pytest
-
 from conftest_publish import *  # noqa: F401,F403  (fixtures)
 from fixture_db import DEFAULT_CHIPS, EXPERIMENT, build_fixture, remeasure
+
 from runner.publish.metrics import METRICS
 from runner.publish.queries import QueryError, Reader
 from runner.publish.sql import CELLS_SQL, inline_sql
@@ -14,17 +15,24 @@ from runner.publish.sql import CELLS_SQL, inline_sql
 def _by_hand(path, chip_id, arm, conc):
     """decode_tps and acceptance of one cell recomputed row by row, in Python."""
     con = duckdb.connect(str(path), read_only=True)
-    runs = [r for (r,) in con.execute(
-        "SELECT run_id FROM runs WHERE chip_id=? AND arm=? AND concurrency=? AND status='complete'"
-        " AND experiment=?", [chip_id, arm, conc, EXPERIMENT]).fetchall()]
+    runs = [
+        r
+        for (r,) in con.execute(
+            "SELECT run_id FROM runs WHERE chip_id=? AND arm=? AND concurrency=? AND status='complete'"
+            " AND experiment=?",
+            [chip_id, arm, conc, EXPERIMENT],
+        ).fetchall()
+    ]
     decode, accept = [], []
     for run in runs:
-        reqs = con.execute("SELECT output_tokens, first_token_ns, done_ns FROM requests WHERE run_id=?",
-                           [run]).fetchall()
+        reqs = con.execute(
+            "SELECT output_tokens, first_token_ns, done_ns FROM requests WHERE run_id=?", [run]
+        ).fetchall()
         speeds = [(o - 1) * 1e9 / (d - f) for o, f, d in reqs if o > 1]
         decode.append(sum(speeds) / len(speeds))
-        drafted, accepted = con.execute("SELECT sum(drafted), sum(accepted) FROM passes WHERE run_id=?",
-                                        [run]).fetchone()
+        drafted, accepted = con.execute(
+            "SELECT sum(drafted), sum(accepted) FROM passes WHERE run_id=?", [run]
+        ).fetchone()
         accept.append(accepted / drafted if drafted else None)
     con.close()
     return decode, accept
@@ -40,14 +48,20 @@ def test_cell_metrics_match_a_row_by_row_recomputation(fixture_db):
     assert (d.lo, d.hi) == pytest.approx((min(decode), max(decode)))
     a = cells[(chip, "on", 2, "acceptance")]
     assert a.mean == pytest.approx(sum(accept) / 2)
-    assert (chip, "off", 2, "acceptance") not in cells      # nothing drafted: no acceptance
-    assert {m for (_, _, _, m) in cells} == set(METRICS) - {"goodput_rps"}   # no SLO declared
+    assert (chip, "off", 2, "acceptance") not in cells  # nothing drafted: no acceptance
+    assert {m for (_, _, _, m) in cells} == set(METRICS) - {"goodput_rps"}  # no SLO declared
 
 
 def test_failed_runs_are_left_out_and_quick_runs_are_preferred_only_when_alone(tmp_path):
     db = tmp_path / "q.duckdb"
-    build_fixture(db, chips=DEFAULT_CHIPS[:1], concurrencies=(1, 2), quick=True,
-                  fail={("Fixture M1", "on", 2)}, passes_per_run=5)
+    build_fixture(
+        db,
+        chips=DEFAULT_CHIPS[:1],
+        concurrencies=(1, 2),
+        quick=True,
+        fail={("Fixture M1", "on", 2)},
+        passes_per_run=5,
+    )
     with Reader(db) as r:
         assert r.quick_choice(EXPERIMENT) is True
         cells = {(c.arm, c.concurrency) for c in r.cells(EXPERIMENT, True)}
@@ -67,8 +81,11 @@ def test_a_remeasurement_supersedes_the_older_run_of_the_same_round(tmp_path):
     remeasure(db, DEFAULT_CHIPS[0], "on", 1, speedup=2.0, day=datetime(2026, 12, 1))
     with Reader(db) as r:
         after = [c for c in r.cells(EXPERIMENT, False) if c.metric == "decode_tps" and c.arm == "on"]
-        as_of = [c for c in r.cells(EXPERIMENT, False, as_of=datetime(2026, 11, 21))
-                 if c.metric == "decode_tps" and c.arm == "on"]
+        as_of = [
+            c
+            for c in r.cells(EXPERIMENT, False, as_of=datetime(2026, 11, 21))
+            if c.metric == "decode_tps" and c.arm == "on"
+        ]
         assert len(r.remeasured(EXPERIMENT, False, datetime(2026, 11, 21))) == 2
     assert after[0].n_rounds == 2
     assert after[0].mean == pytest.approx(before[0].mean * 2, rel=0.05)

@@ -1,7 +1,8 @@
 """The post sandbox: only the handed-in functions, no Python internals, no files."""
-import pytest
 
+import pytest
 from conftest_publish import *  # noqa: F401,F403  (fixtures)
+
 from runner.publish.claims import Measured
 from runner.publish.post import render_post
 from runner.publish.templating import TemplateProblem, render_post_body
@@ -35,8 +36,9 @@ def test_sandbox_allows_measured_fields_and_plain_values():
 
 def test_a_refused_template_is_a_failure_naming_file_and_line(fixture_db):
     body = "# Title\n\nfine line\n{{ ''.__class__ }}\n"
-    post = render_post(body, {"experiment": "spec-fixture"}, key="blog/posts/x.md",
-                       db_path=fixture_db, line_offset=3)
+    post = render_post(
+        body, {"experiment": "spec-fixture"}, key="blog/posts/x.md", db_path=fixture_db, line_offset=3
+    )
     refused = [f for f in post.failures if "sandbox" in f.message]
     assert len(refused) == 1
     assert refused[0].describe().startswith("blog/posts/x.md:7: template refused by the sandbox")

@@ -1,13 +1,14 @@
 """Choosing by traffic: profile validation, expected per-user speeds that agree with the
 regime table's cells, the better arm named for solo and fan-out traffic on the fixture
 (where "on" wins alone and loses at the ceiling), claimable values, readable errors."""
+
 import re
 
 import pytest
-
 from conftest_publish import *  # noqa: F401,F403  (fixtures)
 from conftest_publish import build_site, write_project
 from fixture_db import DEFAULT_CHIPS, EXPERIMENT
+
 from runner.publish.post import render_post
 from runner.publish.traffic import ProfileError, parse_profile
 
@@ -38,8 +39,9 @@ def test_profiles_are_validated_with_every_problem_named():
 @pytest.mark.parametrize("chip", [c.name for c in DEFAULT_CHIPS])
 def test_expected_speed_is_the_share_weighted_regime_table_figure(fixture_db, chip):
     shares = {1: 0.6, 2: 0.3, 4: 0.1}
-    cells = ";".join(f'{{{{ metric("decode_tps", arm="on", concurrency={c}, chip="{chip}").value }}}}'
-                     for c in shares)
+    cells = ";".join(
+        f'{{{{ metric("decode_tps", arm="on", concurrency={c}, chip="{chip}").value }}}}' for c in shares
+    )
     speed = f'traffic_speed({SOLO}, "on", chip="{chip}")'
     post = render(f"# T\n\n{{{{ {speed}.value }}}}|{cells}|{{{{ {speed}.n_rounds }}}}", fixture_db)
     assert post.failures == []
@@ -50,10 +52,12 @@ def test_expected_speed_is_the_share_weighted_regime_table_figure(fixture_db, ch
 
 
 def test_solo_traffic_picks_on_and_fanout_picks_off(fixture_db):
-    body = (f'# T\n\n{{{{ traffic({SOLO}, label="mostly solo") }}}}\n\n'
-            f'{{{{ traffic({FANOUT}, label="fan-out") }}}}\n\n'
-            f'best: {{{{ traffic_best({SOLO}, chip="Fixture M1") }}}} / '
-            f'{{{{ traffic_best({FANOUT}, chip="Fixture M1") }}}}\n')
+    body = (
+        f'# T\n\n{{{{ traffic({SOLO}, label="mostly solo") }}}}\n\n'
+        f'{{{{ traffic({FANOUT}, label="fan-out") }}}}\n\n'
+        f'best: {{{{ traffic_best({SOLO}, chip="Fixture M1") }}}} / '
+        f'{{{{ traffic_best({FANOUT}, chip="Fixture M1") }}}}\n'
+    )
     post = render(body, fixture_db)
     assert post.failures == []
     assert "best: on / off" in post.markdown
@@ -69,23 +73,24 @@ def test_traffic_values_are_claimable_and_wrong_claims_fail(fixture_db):
     gain = f'traffic_gain({SOLO}, "on", base="off", chip="Fixture M1")'
     post = render(f"# T\n\n{{{{ {gain}.text() }}}}", fixture_db)
     stated = re.search(r"([+-]\d+\.\d)%", post.markdown).group(0)
-    body = (f'# T\n\n{{{{ claim("{stated}", {gain}) }}}}\n'
-            f'{{{{ claim("-30%", {gain}) }}}}\n')
+    body = f'# T\n\n{{{{ claim("{stated}", {gain}) }}}}\n{{{{ claim("-30%", {gain}) }}}}\n'
     post = render(body, fixture_db)
     assert [v.ok for v in post.verdicts] == [True, False]
     assert float(stated[:-1]) > 0  # the fixture's on arm drafts mostly alone: it gains
     assert [f.describe().split(":")[:2] for f in post.failures] == [["blog/posts/t.md", "4"]]
-    assert "expected per-user decode_tps of on vs off under traffic (60% at 1" in \
-        post.failures[0].message
+    assert "expected per-user decode_tps of on vs off under traffic (60% at 1" in post.failures[0].message
 
 
 def test_a_bad_profile_is_one_readable_build_error(fixture_db, tmp_path):
-    body = (f"---\ndate: 2026-11-20\nexperiment: {EXPERIMENT}\n---\n# T\n\n"
-            '{{ traffic({1: 0.5, 3: 0.2}, label="typo") }}\n')
+    body = (
+        f"---\ndate: 2026-11-20\nexperiment: {EXPERIMENT}\n---\n# T\n\n"
+        '{{ traffic({1: 0.5, 3: 0.2}, label="typo") }}\n'
+    )
     result = build_site(write_project(tmp_path, fixture_db, {"t.md": body}))
     assert not result.ok
     problems = [w for w in result.warnings if "traffic profile" in w]
-    assert problems == ["bothrows: blog/posts/t.md:7: traffic profile concurrency 3 was not measured "
-                        "(measured: 1, 2, 4)"]
+    assert problems == [
+        "bothrows: blog/posts/t.md:7: traffic profile concurrency 3 was not measured (measured: 1, 2, 4)"
+    ]
     page = next((result.site / "blog").glob("20*/**/index.html"))
     assert "traffic choice not shown" in page.read_text()

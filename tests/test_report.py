@@ -3,6 +3,7 @@ its current declaration complete (only the cells this chip lacks), used as it is
 otherwise, re-measured on --measure 1 (narrowed by --experiment), and the whole site is
 built strictly, the same bytes every time, dated by the data. A real random checkpoint,
 tiny two-arm declarations, real measurement folders, DuckDB files and mkdocs builds."""
+
 import contextlib
 import dataclasses
 import gzip
@@ -17,14 +18,15 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
 from conftest_publish import *  # noqa: F401,F403  (fixtures)
 from conftest_publish import post_text, write_project
 from fixture_db import FixtureChip, _run_rows
+
 from runner.cli import main as cli
 from runner.experiments.declaration import load, parse
 from runner.experiments.execute import plan_cells
-from runner.report import build, main as report, source_date_epoch
+from runner.report import build, source_date_epoch
+from runner.report import main as report
 from runner.report_inputs import named_experiments
 from runner.store import measurements
 from runner.store.store import Store
@@ -87,8 +89,10 @@ def run_report(*args: str) -> tuple[int, str, str]:
 def runs(db: Path) -> list[tuple]:
     con = duckdb.connect(str(db), read_only=True)
     try:
-        return con.execute("SELECT experiment, arm, concurrency, round, status, finished_at FROM runs "
-                           "ORDER BY started_at, run_id").fetchall()
+        return con.execute(
+            "SELECT experiment, arm, concurrency, round, status, finished_at FROM runs "
+            "ORDER BY started_at, run_id"
+        ).fetchall()
     finally:
         con.close()
 
@@ -98,8 +102,7 @@ def gzip_mtime(data: bytes) -> int:
 
 
 def tree(site: Path) -> dict[str, bytes]:
-    return {p.relative_to(site).as_posix(): p.read_bytes() for p in sorted(site.rglob("*"))
-            if p.is_file()}
+    return {p.relative_to(site).as_posix(): p.read_bytes() for p in sorted(site.rglob("*")) if p.is_file()}
 
 
 def declare(folder: Path, name: str, model: Path) -> Path:
@@ -129,20 +132,32 @@ def project(tmp_path_factory):
 def test_it_measures_only_what_no_chip_has_then_builds_every_post(project):
     root, _, db, (rc, out, err) = project
     assert rc == 0, err
-    assert re.search(r"^report: alpha: using the data from .*, 4 runs in .* \(complete on .*\); "
-                     r"pass MEASURE=1 to re-measure$", out, re.M), out
+    assert re.search(
+        r"^report: alpha: using the data from .*, 4 runs in .* \(complete on .*\); "
+        r"pass MEASURE=1 to re-measure$",
+        out,
+        re.M,
+    ), out
     assert re.search(r"^report: this chip: .* \(chip [0-9a-f]{8}, \w+, \d+ cores, BLAS .*\)$", out, re.M), out
-    assert re.search(r"^report: beta: measuring 4 of 4 cells \(by arm: off 2, on 2\): no chip has a "
-                     r"complete non-quick set of runs of its current declaration", out, re.M), out
+    assert re.search(
+        r"^report: beta: measuring 4 of 4 cells \(by arm: off 2, on 2\): no chip has a "
+        r"complete non-quick set of runs of its current declaration",
+        out,
+        re.M,
+    ), out
     assert re.search(r"^report: estimated measuring time: about \d+", out, re.M), out
     assert out.index("this chip:") < out.index("measured in")
     assert sorted((e, a, c, s) for e, a, c, _, s, _ in runs(db)) == sorted(
-        (e, a, c, "complete") for e in ("alpha", "beta") for a in ("off", "on") for c in (1, 2))
+        (e, a, c, "complete") for e in ("alpha", "beta") for a in ("off", "on") for c in (1, 2)
+    )
     folders = measurements.measurement_folders(root / "data" / "measurements")
     assert [f.name.split("-")[2] for f in folders] == ["alpha", "beta"]
     for slug in ("alpha", "beta"):
-        html = next(p for p in (root / "site1" / "blog").glob("20*/**/index.html")
-                    if f"<h1 id=\"{slug}\"" in p.read_text()).read_text()
+        html = next(
+            p
+            for p in (root / "site1" / "blog").glob("20*/**/index.html")
+            if f'<h1 id="{slug}"' in p.read_text()
+        ).read_text()
         assert html.count('class="bothrows-regime-row') == 4, slug
 
 
@@ -165,8 +180,16 @@ def test_a_second_report_builds_the_same_site_without_measuring(project):
 def test_measure_1_narrowed_to_one_experiment_remeasures_only_it(project):
     root, config, db, _ = project
     before = runs(db)
-    rc, out, err = run_report("--config-file", str(config), "--site-dir", str(root / "site3"),
-                              "--experiment", "beta", "--measure", "1")
+    rc, out, err = run_report(
+        "--config-file",
+        str(config),
+        "--site-dir",
+        str(root / "site3"),
+        "--experiment",
+        "beta",
+        "--measure",
+        "1",
+    )
     assert rc == 0, err
     assert "report: beta: re-measuring 4 of 4 cells (by arm: off 2, on 2): MEASURE=1 asked" in out
     assert "alpha" not in out
@@ -181,16 +204,26 @@ def test_a_fresh_clone_with_data_from_another_chip_builds_without_measuring(proj
     config = write_project(tmp_path, tmp_path / "data" / "runs.duckdb", {"alpha.md": POSTS["alpha.md"]})
     shutil.copytree(root / "docs" / "experiments", tmp_path / "docs" / "experiments")
     exp = load(tmp_path / "docs" / "experiments" / "alpha.toml")
-    committed = tmp_path / "elsewhere.duckdb"   # measured on another machine, then committed
+    committed = tmp_path / "elsewhere.duckdb"  # measured on another machine, then committed
     with Store.open(committed) as st:
         rng, chip = random.Random(0), FixtureChip("Fixture M1", 100.0)
         chip_id = st.ensure_chip(chip.fingerprint())
         for cell in plan_cells(exp):
             reqs, passes = _run_rows(rng, chip, cell.arm, cell.concurrency, 1, 10)
-            run = st.begin_run(experiment="alpha", declaration_sha256=exp.sha256, arm=cell.arm,
-                               concurrency=cell.concurrency, round=cell.round, chip_id=chip_id,
-                               model_sha256="m" * 64, code_version="abc", knobs={}, seed=5,
-                               quick=False, started_at=datetime(2026, 11, 28, 8))
+            run = st.begin_run(
+                experiment="alpha",
+                declaration_sha256=exp.sha256,
+                arm=cell.arm,
+                concurrency=cell.concurrency,
+                round=cell.round,
+                chip_id=chip_id,
+                model_sha256="m" * 64,
+                code_version="abc",
+                knobs={},
+                seed=5,
+                quick=False,
+                started_at=datetime(2026, 11, 28, 8),
+            )
             st.append_requests(run, reqs)
             st.append_passes(run, passes)
             st.finish_run(run, "complete", finished_at=datetime(2026, 11, 28, 9))
@@ -211,13 +244,20 @@ def test_a_post_naming_an_undeclared_experiment_is_one_clear_error(project, tmp_
     shutil.copytree(root / "docs" / "experiments", tmp_path / "docs" / "experiments")
     rc, out, err = run_report("--config-file", str(bad))
     assert rc == 2 and out == "" and "Traceback" not in err
-    post, decl = tmp_path / "docs" / "blog" / "posts" / "gamma.md", tmp_path / "docs" / "experiments" / "gamma.toml"
-    assert err == ("report: error: the posts' experiments cannot be measured:\n"
-                   f"  {post}: front matter field 'experiments': experiment 'gamma' has no "
-                   f"declaration ({decl} does not exist)\n")
+    post, decl = (
+        tmp_path / "docs" / "blog" / "posts" / "gamma.md",
+        tmp_path / "docs" / "experiments" / "gamma.toml",
+    )
+    assert err == (
+        "report: error: the posts' experiments cannot be measured:\n"
+        f"  {post}: front matter field 'experiments': experiment 'gamma' has no "
+        f"declaration ({decl} does not exist)\n"
+    )
     rc, _, err = run_report("--config-file", str(config), "--experiment", "delta")
-    assert (rc, err) == (2, "report: error: EXPERIMENT=delta: no post names this experiment "
-                            "(posts name: alpha, beta)\n")
+    assert (rc, err) == (
+        2,
+        "report: error: EXPERIMENT=delta: no post names this experiment (posts name: alpha, beta)\n",
+    )
 
 
 def test_posts_name_experiments_in_either_field(tmp_path):
@@ -228,7 +268,8 @@ def test_posts_name_experiments_in_either_field(tmp_path):
     (posts / "three.md").write_text("---\ndate: 2026-11-29\n---\n# Three\n")
     assert named_experiments(tmp_path) == {
         "a": [(posts / "one.md", "experiment"), (posts / "two.md", "experiments")],
-        "b": [(posts / "two.md", "experiments")]}
+        "b": [(posts / "two.md", "experiments")],
+    }
 
 
 def test_the_build_date_comes_from_the_data_not_the_clock(fixture_db, tmp_path):

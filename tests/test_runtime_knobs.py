@@ -1,5 +1,6 @@
 """Declaring arms on other runtimes: every knob is checked against the arm's runtime,
 and a knob the runtime lacks is an error naming the key and the runtime."""
+
 import textwrap
 
 import pytest
@@ -30,7 +31,9 @@ def issues(tmp_path, arms: str) -> list:
 
 
 def test_a_knob_a_runtime_lacks_names_the_key_and_the_runtime(tmp_path):
-    found = issues(tmp_path, """
+    found = issues(
+        tmp_path,
+        """
         [engine]
         mtp = false
 
@@ -50,21 +53,29 @@ def test_a_knob_a_runtime_lacks_names_the_key_and_the_runtime(tmp_path):
 
         [arms.what]
         runtime = "vllm"
-        """)
+        """,
+    )
     by_key = {}
     for i in found:
         by_key.setdefault(i.key, []).append(i.reason)
-    assert by_key["engine.mtp"][0].startswith("runtime 'mlx-lm' has no knob 'mtp'; it is a knob of "
-                                              "bothrows") and "(arm 'mlx')" in by_key["engine.mtp"][0]
+    assert (
+        by_key["engine.mtp"][0].startswith("runtime 'mlx-lm' has no knob 'mtp'; it is a knob of bothrows")
+        and "(arm 'mlx')" in by_key["engine.mtp"][0]
+    )
     assert by_key["arms.remote.prefill_chunk"][0].startswith("runtime 'openai' has no knob 'prefill_chunk'")
     assert by_key["arms.ours.draft_model"][0].startswith(
-        "runtime 'bothrows' has no knob 'draft_model'; it is a knob of mlx-lm, mlx-lm-server")
+        "runtime 'bothrows' has no knob 'draft_model'; it is a knob of mlx-lm, mlx-lm-server"
+    )
     assert by_key["arms.what.runtime"][0].startswith("unknown runtime 'vllm'")
     assert any("must contain the ceiling: 8 for arm 'remote'" in r for r in by_key["concurrency"])
 
 
 def test_server_knobs_are_checked_and_an_openai_arm_states_its_ceiling(tmp_path):
-    found = {i.key: i.reason for i in issues(tmp_path, """
+    found = {
+        i.key: i.reason
+        for i in issues(
+            tmp_path,
+            """
         [arms.remote]
         runtime = "openai"
         base_url = "ftp://somewhere"
@@ -75,7 +86,9 @@ def test_server_knobs_are_checked_and_an_openai_arm_states_its_ceiling(tmp_path)
         num_draft_tokens = 0
         read_timeout_s = -1
         prefix_cache_bytes = "lots"
-        """)}
+        """,
+        )
+    }
     assert found["arms.remote.base_url"].startswith("expected an http(s) URL with a host")
     assert found["arms.remote.max_batch_size"].startswith("runtime 'openai' needs max_batch_size")
     assert found["arms.served.num_draft_tokens"] == "needs draft_model (the model that drafts)"

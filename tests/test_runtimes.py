@@ -3,6 +3,7 @@ tiny checkpoint (loopback, a free port, stopped afterwards even when a test fail
 `openai` arm pointed at it, an `mlx-lm-server` arm the runner starts itself, an `mlx-lm`
 in-process arm, and `openai` arms pointed at a closed port and at a wrong path. Workloads
 are a few requests of a few tokens so the file stays short on a small machine."""
+
 from __future__ import annotations
 
 import http.client
@@ -48,8 +49,12 @@ def server_pids(checkpoint: Path = TINY) -> set[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if (state != "Z" and any(b"mlx_lm" in a for a in argv) and b"--prompt-concurrency" in argv
-                and str(checkpoint).encode() in argv):
+        if (
+            state != "Z"
+            and any(b"mlx_lm" in a for a in argv)
+            and b"--prompt-concurrency" in argv
+            and str(checkpoint).encode() in argv
+        ):
             pids.add(int(entry.name))
     return pids
 
@@ -75,11 +80,27 @@ def wait_healthy(port: int, proc: subprocess.Popen, seconds: float = 120.0) -> N
 def server():
     """An mlx_lm.server started outside the runner, as a user would: (base_url, pid)."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "mlx_lm", "server", "--model", str(TINY),
-                             "--host", "127.0.0.1", "--port", str(port), "--log-level", "WARNING"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlx_lm",
+            "server",
+            "--model",
+            str(TINY),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "WARNING",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     try:
         wait_healthy(port, proc)
         yield f"http://127.0.0.1:{port}/v1", proc.pid
@@ -118,9 +139,10 @@ def query(db: Path, sql: str):
 
 def test_four_runtimes_in_one_run_and_a_closed_port_costs_only_its_cells(server, tmp_path, capsys):
     base_url, _ = server
-    dead = f"http://127.0.0.1:{free_port()}/v1"   # nothing listens there
+    dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     decl = tmp_path / "four.toml"
-    decl.write_text(declaration(f"""
+    decl.write_text(
+        declaration(f"""
         [arms.ours]
         compile = false
 
@@ -137,7 +159,8 @@ def test_four_runtimes_in_one_run_and_a_closed_port_costs_only_its_cells(server,
         [arms.dead]
         runtime = "openai"
         base_url = "{dead}"
-        """))
+        """)
+    )
     db = tmp_path / "runs.duckdb"
     assert cli(["run", str(decl), "--db", str(db), "--json", "--no-openblas"]) == 1
     err = capsys.readouterr().err
@@ -146,32 +169,47 @@ def test_four_runtimes_in_one_run_and_a_closed_port_costs_only_its_cells(server,
     assert [(f["arm"], f["concurrency"]) for f in failed] == [("dead", 1), ("dead", 2)]
     assert all(f["reason"] == f"openai at {dead}: not reachable (connection refused)" for f in failed)
     assert "error: 2 cell(s) failed (arm dead); the other cells are kept" in err
-    assert not server_pids()   # the runner's own server is gone
+    assert not server_pids()  # the runner's own server is gone
     runs = query(db, "SELECT arm, runtime, status, count(*) FROM runs GROUP BY ALL ORDER BY ALL")
-    assert runs == [("dead", "openai", "failed", 2), ("mlx", "mlx-lm", "complete", 2),
-                    ("ours", "bothrows", "complete", 2), ("remote", "openai", "complete", 2),
-                    ("served", "mlx-lm-server", "complete", 2)]
+    assert runs == [
+        ("dead", "openai", "failed", 2),
+        ("mlx", "mlx-lm", "complete", 2),
+        ("ours", "bothrows", "complete", 2),
+        ("remote", "openai", "complete", 2),
+        ("served", "mlx-lm-server", "complete", 2),
+    ]
     # Per-pass rows only where the runtime has them; no request lost anywhere.
-    rows = dict(query(db, "SELECT r.arm, count(p.run_id) FROM runs r LEFT JOIN passes p "
-                          "USING (run_id) GROUP BY 1"))
+    rows = dict(
+        query(db, "SELECT r.arm, count(p.run_id) FROM runs r LEFT JOIN passes p USING (run_id) GROUP BY 1")
+    )
     assert rows["ours"] > 0 and rows["mlx"] == rows["served"] == rows["remote"] == rows["dead"] == 0
-    per_arm = query(db, "SELECT r.arm, r.concurrency, count(*), min(q.output_tokens), "
-                        "count(q.output_sha256), count(q.cached_tokens) FROM requests q JOIN runs r "
-                        "USING (run_id) GROUP BY ALL ORDER BY ALL")
+    per_arm = query(
+        db,
+        "SELECT r.arm, r.concurrency, count(*), min(q.output_tokens), "
+        "count(q.output_sha256), count(q.cached_tokens) FROM requests q JOIN runs r "
+        "USING (run_id) GROUP BY ALL ORDER BY ALL",
+    )
     for arm, conc, n, least, shas, cached in per_arm:
         assert n == 2 * conc and least >= 1
-        assert shas == (n if arm in ("ours", "mlx") else 0)   # servers stream text, not ids
-        assert cached == n                                    # mlx_lm.server reports its cache use
+        assert shas == (n if arm in ("ours", "mlx") else 0)  # servers stream text, not ids
+        assert cached == n  # mlx_lm.server reports its cache use
     # Greedy on the same checkpoint: mlx-lm decodes exactly our engine's tokens.
-    same = query(db, "SELECT count(*), count(*) FILTER (WHERE a.output_sha256 = b.output_sha256) "
-                     "FROM requests a JOIN runs ra USING (run_id), requests b JOIN runs rb ON "
-                     "b.run_id = rb.run_id WHERE ra.arm = 'ours' AND rb.arm = 'mlx' AND "
-                     "ra.concurrency = rb.concurrency AND a.request_id = b.request_id")
+    same = query(
+        db,
+        "SELECT count(*), count(*) FILTER (WHERE a.output_sha256 = b.output_sha256) "
+        "FROM requests a JOIN runs ra USING (run_id), requests b JOIN runs rb ON "
+        "b.run_id = rb.run_id WHERE ra.arm = 'ours' AND rb.arm = 'mlx' AND "
+        "ra.concurrency = rb.concurrency AND a.request_id = b.request_id",
+    )
     assert same[0][0] == 6 and same[0][1] == 6
     knobs = dict(query(db, "SELECT DISTINCT arm, knobs FROM runs WHERE arm IN ('served', 'remote')"))
-    assert json.loads(knobs["served"]) == {"runtime": "mlx-lm-server", "max_batch_size": 2,
-                                           "prefill_chunk": 2048, "prefix_cache_bytes": 0,
-                                           "read_timeout_s": 60.0}
+    assert json.loads(knobs["served"]) == {
+        "runtime": "mlx-lm-server",
+        "max_batch_size": 2,
+        "prefill_chunk": 2048,
+        "prefix_cache_bytes": 0,
+        "read_timeout_s": 60.0,
+    }
     assert json.loads(knobs["remote"])["base_url"] == base_url
 
 
@@ -188,7 +226,8 @@ def one_cell(decl: Path, arm: str, concurrency: int = 2):
 @pytest.mark.parametrize("arm", ["remote", "mlx", "ours"])
 def test_every_request_carries_its_token_times_for_the_tokens_table(server, tmp_path, arm):
     decl = tmp_path / "times.toml"
-    decl.write_text(declaration(f"""
+    decl.write_text(
+        declaration(f"""
         [arms.remote]
         runtime = "openai"
         base_url = "{server[0]}"
@@ -198,34 +237,37 @@ def test_every_request_carries_its_token_times_for_the_tokens_table(server, tmp_
 
         [arms.ours]
         compile = false
-        """))
+        """)
+    )
     rows = one_cell(decl, arm)
     assert len(rows.requests) == 4 and (rows.passes is None) == (arm != "ours")
     for r in rows.requests:
         times = r["token_ns"]
         assert len(times) == r["output_tokens"] and list(times) == sorted(times)
         assert r["arrival_ns"] < r["first_token_ns"] == times[0] <= times[-1] <= r["done_ns"]
-    assert all("token_ns" not in r for r in rows.stored_requests())   # they go to the tokens table
+    assert all("token_ns" not in r for r in rows.stored_requests())  # they go to the tokens table
     assert rows.stored_tokens() == {r["request_id"]: r["token_ns"] for r in rows.requests}
 
 
 def test_http_errors_and_a_silent_server_are_one_line_faults(server, tmp_path):
     base_url, pid = server
     decl = tmp_path / "faults.toml"
-    decl.write_text(declaration(f"""
+    decl.write_text(
+        declaration(f"""
         [arms.wrong-path]
         runtime = "openai"
-        base_url = "{base_url.removesuffix('/v1')}/nope"
+        base_url = "{base_url.removesuffix("/v1")}/nope"
 
         [arms.slow]
         runtime = "openai"
         base_url = "{base_url}"
         read_timeout_s = 1
-        """))
+        """)
+    )
     with pytest.raises(RuntimeFault) as err:
         one_cell(decl, "wrong-path", 1)
     assert str(err.value).startswith(f"openai at {base_url.removesuffix('/v1')}/nope: answered HTTP 404")
-    os.kill(pid, signal.SIGSTOP)   # the server stops answering (a real stall, not a stub)
+    os.kill(pid, signal.SIGSTOP)  # the server stops answering (a real stall, not a stub)
     try:
         with pytest.raises(RuntimeFault) as err:
             one_cell(decl, "slow", 1)
@@ -247,17 +289,21 @@ class KillServerInCell(Progress):
 
 def test_a_server_dying_in_a_cell_fails_its_cells_and_a_rerun_measures_only_those(tmp_path):
     decl = tmp_path / "dies.toml"
-    decl.write_text(declaration("""
+    decl.write_text(
+        declaration("""
         [arms.ours]
         compile = false
 
         [arms.served]
         runtime = "mlx-lm-server"
-        """))
+        """)
+    )
     exp, db = load(decl), tmp_path / "runs.duckdb"
     summary = run_experiment(exp, db, KillServerInCell(mode="plain"))
     assert summary.completed == 2 and [(c.arm, c.concurrency) for c, _ in summary.faults] == [
-        ("served", 1), ("served", 2)]
+        ("served", 1),
+        ("served", 2),
+    ]
     first, second = (why for _, why in summary.faults)
     assert first.startswith("mlx-lm-server at http://127.0.0.1:") and "exited with code -9" in first
     assert second.endswith("is not running (the server the runner started exited with code -9)")
@@ -265,21 +311,42 @@ def test_a_server_dying_in_a_cell_fails_its_cells_and_a_rerun_measures_only_thos
     again = run_experiment(exp, db, Progress(mode="plain"))
     assert (again.skipped, again.completed, again.faults) == (2, 2, [])
     assert query(db, "SELECT arm, status, count(*) FROM runs GROUP BY ALL ORDER BY ALL") == [
-        ("ours", "complete", 2), ("served", "complete", 2), ("served", "failed", 2)]
+        ("ours", "complete", 2),
+        ("served", "complete", 2),
+        ("served", "failed", 2),
+    ]
     assert not server_pids()
 
 
 def test_an_interrupted_run_leaves_no_server_behind(tmp_path):
     decl = tmp_path / "long.toml"
-    decl.write_text(declaration("""
+    decl.write_text(
+        declaration(
+            """
         [arms.served]
         runtime = "mlx-lm-server"
-        """, min_cell_seconds=600))
-    run = subprocess.Popen([sys.executable, "-m", "runner.cli", "run", str(decl), "--db",
-                            str(tmp_path / "runs.duckdb"), "--json", "--no-openblas"],
-                           stderr=subprocess.PIPE, text=True, cwd=REPO)
+        """,
+            min_cell_seconds=600,
+        )
+    )
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "runner.cli",
+            "run",
+            str(decl),
+            "--db",
+            str(tmp_path / "runs.duckdb"),
+            "--json",
+            "--no-openblas",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     try:
-        for line in run.stderr:   # wait until the cell runs, its server serving it
+        for line in run.stderr:  # wait until the cell runs, its server serving it
             if '"cell_started"' in line:
                 break
         assert server_pids()
@@ -290,4 +357,3 @@ def test_an_interrupted_run_leaves_no_server_behind(tmp_path):
             run.kill()
     assert run.returncode == 130 and "Traceback" not in rest
     assert not server_pids()
-

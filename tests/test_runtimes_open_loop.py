@@ -4,6 +4,7 @@ engine, in one `runner run` each for a script and a Poisson process. Their reque
 arrive at the schedule's times, and every request's per-token times are stored, one row
 per output token (the servers' and mlx-lm's own stamps: these runtimes have them whether
 or not our engine does yet)."""
+
 from __future__ import annotations
 
 import itertools
@@ -11,11 +12,11 @@ import textwrap
 
 import duckdb
 import pytest
+from test_runtimes import server  # noqa: F401  (the fixture)
 
 from runner.cli import main as cli
 from runner.engine import RequestEvent
 from runner.experiments.arrivals import poisson_gaps
-from test_runtimes import server  # noqa: F401  (the fixture)
 
 SEED, RATE = 9, 100.0
 FORMS = {
@@ -53,7 +54,8 @@ FORMS = {
 
 
 def declaration(form: str, base_url: str) -> str:
-    return textwrap.dedent(f"""\
+    return (
+        textwrap.dedent(f"""\
         title = "open loop runtimes"
         model = "tiny"
         seed = {SEED}
@@ -63,7 +65,9 @@ def declaration(form: str, base_url: str) -> str:
         [workload]
         prompts = "heldout"
         min_cell_seconds = 0
-        """) + textwrap.dedent(FORMS[form]) + textwrap.dedent(f"""
+        """)
+        + textwrap.dedent(FORMS[form])
+        + textwrap.dedent(f"""
         [engine]
         max_batch_size = 2
 
@@ -77,6 +81,7 @@ def declaration(form: str, base_url: str) -> str:
         [arms.ours]
         compile = false
         """)
+    )
 
 
 def expected_arrivals(form: str, c: int, rows: list[tuple]) -> list[tuple[int, int]]:
@@ -99,7 +104,8 @@ def test_open_loop_arrivals_and_token_rows_on_every_runtime(server, tmp_path, fo
             "SELECT r.arm, r.concurrency, q.request_id, q.arrival_ns, q.first_token_ns, q.label, "
             "q.output_tokens, (SELECT count(*) FROM tokens k WHERE k.run_id = q.run_id AND "
             "k.request_id = q.request_id) FROM runs r JOIN requests q USING (run_id) "
-            "WHERE r.status = 'complete' ORDER BY 1, 2, 3").fetchall()
+            "WHERE r.status = 'complete' ORDER BY 1, 2, 3"
+        ).fetchall()
     finally:
         con.close()
     timed = {"mlx", "ours"} if "token_ns" in RequestEvent.__dataclass_fields__ else {"mlx"}
@@ -107,7 +113,7 @@ def test_open_loop_arrivals_and_token_rows_on_every_runtime(server, tmp_path, fo
         for c in (1, 2):
             rows = [r for r in requests if r[:2] == (arm, c)]
             assert [(r[2], r[3]) for r in rows] == expected_arrivals(form, c, rows), (arm, c)
-            assert all(r[4] > r[3] for r in rows)            # a first token after arriving
+            assert all(r[4] > r[3] for r in rows)  # a first token after arriving
             if form == "script":
                 assert [r[5] for r in rows] == ["a"] + [None] * (2 if c == 2 else 0) + ["late"]
             for *_, out, n in rows:

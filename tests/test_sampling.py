@@ -1,4 +1,5 @@
 """Temperature / top-p sampling: seeded, reproducible, and independent of co-runners."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,13 +10,23 @@ PROMPTS = [[5, 6, 7, 8], [20, 21, 22, 23, 24, 25, 26], [40]]
 
 
 def test_seeded_sampling_is_reproducible_and_batch_independent(engine_cache):
-    batched = engine_cache(max_batch_size=3).generate(PROMPTS, max_new_tokens=12, temperature=0.9, top_p=0.95, seed=11)
-    again = engine_cache(max_batch_size=3).generate(PROMPTS, max_new_tokens=12, temperature=0.9, top_p=0.95, seed=11)
+    batched = engine_cache(max_batch_size=3).generate(
+        PROMPTS, max_new_tokens=12, temperature=0.9, top_p=0.95, seed=11
+    )
+    again = engine_cache(max_batch_size=3).generate(
+        PROMPTS, max_new_tokens=12, temperature=0.9, top_p=0.95, seed=11
+    )
     assert batched == again
-    solo = [engine_cache(max_batch_size=1).generate([p], max_new_tokens=12, temperature=0.9, top_p=0.95, seed=11 + i)[0]
-            for i, p in enumerate(PROMPTS)]
+    solo = [
+        engine_cache(max_batch_size=1).generate(
+            [p], max_new_tokens=12, temperature=0.9, top_p=0.95, seed=11 + i
+        )[0]
+        for i, p in enumerate(PROMPTS)
+    ]
     assert solo == batched
-    other = engine_cache(max_batch_size=3).generate(PROMPTS, max_new_tokens=12, temperature=0.9, top_p=0.95, seed=12)
+    other = engine_cache(max_batch_size=3).generate(
+        PROMPTS, max_new_tokens=12, temperature=0.9, top_p=0.95, seed=12
+    )
     assert other != batched
     greedy = engine_cache(max_batch_size=3).generate(PROMPTS, max_new_tokens=12)
     assert greedy != batched

@@ -2,6 +2,7 @@
 into a fresh Python that runs MLX matmuls, it gives the products numpy gives, in every
 operand layout and with alpha/beta, and it serves exactly the row-major products of one
 to four rows."""
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,9 @@ def test_products_equal_numpys_and_only_small_ones_are_served_here():
     assert lib is not None and Path(lib).exists(), "the C compiler (cc) is part of this machine's setup"
     # Preloaded ahead of whatever BLAS MLX links (the reference one in the test run).
     env = dict(os.environ, LD_PRELOAD=lib)
-    done = subprocess.run([sys.executable, "-c", PROBE, lib], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, lib], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["maps"] > 0
@@ -60,7 +63,7 @@ def test_products_equal_numpys_and_only_small_ones_are_served_here():
 
 def test_library_is_reused_and_named_in_the_fingerprint():
     lib = blas.small_sgemm_library()
-    assert blas.small_sgemm_library() == lib            # built once per source version
+    assert blas.small_sgemm_library() == lib  # built once per source version
     assert chip._BLAS_KINDS[0][0] in Path(lib).name
 
 
@@ -76,7 +79,7 @@ def test_no_compiler_or_unwritable_folder_means_measuring_without_it(tmp_path, m
     locked.chmod(0o500)
     monkeypatch.setattr(blas.sys, "prefix", str(locked))
     try:
-        if os.access(locked, os.W_OK):          # root ignores the mode: make the folder a file instead
+        if os.access(locked, os.W_OK):  # root ignores the mode: make the folder a file instead
             locked.chmod(0o700)
             (locked / "share").write_text("not a folder")
         assert blas.small_sgemm_library() is None

@@ -1,10 +1,12 @@
 """Depth-1 MTP speculation and the other knobs: lossless where they must be, logged per
 pass, and refused where they cannot work."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runner.engine import Engine, PassEvent, collect
 from runner.engine.sampler import accept_draft
@@ -16,14 +18,31 @@ policies = st.sampled_from(["never", "always", "solo", "max_width:2", "adaptive"
 
 
 @settings(max_examples=60)
-@given(prompts=prompts_st, batch=st.integers(1, 4), chunk=st.sampled_from([3, 16]), policy=policies,
-       sync=st.sampled_from(["eager", "lazy"]), cache=st.sampled_from([0, 4096]), max_new=st.integers(1, 10),
-       block=st.sampled_from([4, 16]), budget=st.sampled_from([0, 1, 3, 8]))
-def test_greedy_speculation_is_lossless(engine_cache, prompts, batch, chunk, policy, sync, cache, max_new, block,
-                                        budget):
+@given(
+    prompts=prompts_st,
+    batch=st.integers(1, 4),
+    chunk=st.sampled_from([3, 16]),
+    policy=policies,
+    sync=st.sampled_from(["eager", "lazy"]),
+    cache=st.sampled_from([0, 4096]),
+    max_new=st.integers(1, 10),
+    block=st.sampled_from([4, 16]),
+    budget=st.sampled_from([0, 1, 3, 8]),
+)
+def test_greedy_speculation_is_lossless(
+    engine_cache, prompts, batch, chunk, policy, sync, cache, max_new, block, budget
+):
     plain = engine_cache(max_batch_size=1).generate(prompts, max_new_tokens=max_new)
-    spec = engine_cache(max_batch_size=batch, prefill_chunk=chunk, mtp=True, draft_policy=policy,
-                        mtp_sync=sync, prefix_cache_bytes=cache, kv_block_size=block, max_pass_tokens=budget)
+    spec = engine_cache(
+        max_batch_size=batch,
+        prefill_chunk=chunk,
+        mtp=True,
+        draft_policy=policy,
+        mtp_sync=sync,
+        prefix_cache_bytes=cache,
+        kv_block_size=block,
+        max_pass_tokens=budget,
+    )
     outs, passes, _ = collect(spec, prompts, max_new)
     assert outs == plain
     assert all(len(o) <= max_new for o in outs)
@@ -31,7 +50,11 @@ def test_greedy_speculation_is_lossless(engine_cache, prompts, batch, chunk, pol
         assert 0 <= p.accepted <= p.drafted <= p.width <= batch
         assert not budget or p.prefill_tokens <= max(budget - p.decode_tokens, 0)  # drafts count 2
         assert p.emitted <= p.width + p.accepted  # one token a row, two when its draft held
-        if policy == "never" or (policy == "solo" and p.width > 1) or (policy == "max_width:2" and p.width > 2):
+        if (
+            policy == "never"
+            or (policy == "solo" and p.width > 1)
+            or (policy == "max_width:2" and p.width > 2)
+        ):
             assert p.drafted == 0
 
 
@@ -92,8 +115,11 @@ def test_prefix_cache_accepts_size_strings(tiny_checkpoint):
         Engine.from_pretrained(tiny_checkpoint, prefix_cache_bytes="lots")
 
 
-@given(prompts=st.lists(st.lists(st.integers(1, 300), min_size=1, max_size=12), min_size=1, max_size=4),
-       max_new=st.integers(1, 8), topk=st.sampled_from([20, 4096]))
+@given(
+    prompts=st.lists(st.lists(st.integers(1, 300), min_size=1, max_size=12), min_size=1, max_size=4),
+    max_new=st.integers(1, 8),
+    topk=st.sampled_from([20, 4096]),
+)
 def test_indexer_with_topk_at_least_context_equals_dense(engine_cache, prompts, max_new, topk):
     # Contexts stay <= 20 tokens. topk=20 still scores and selects (the pass reads 32
     # slots), so selection itself is exercised; 4096 takes the dense shortcut.
@@ -105,6 +131,7 @@ def test_indexer_below_context_really_selects(engine_cache):
     """With topk far below the context the sparse pass attends to fewer keys: its
     next-token logits differ from dense attention (the selection is not a no-op)."""
     import mlx.core as mx
+
     prompt = list(range(1, 80))
     dense, sparse = engine_cache(), engine_cache(index_topk=4)
     logits = []
@@ -124,7 +151,9 @@ def test_indexer_below_context_really_selects(engine_cache):
 
 def test_indexer_selection_equals_brute_force_topk():
     import mlx.core as mx
+
     from runner.engine.indexer import topk_select
+
     rng = np.random.default_rng(0)
     B, T, S, k = 2, 3, 20, 5
     scores = rng.normal(size=(B, T, S)).astype(np.float32)
@@ -139,6 +168,7 @@ def test_indexer_selection_equals_brute_force_topk():
 
 def test_knobs_that_cannot_work_are_refused(tmp_path, tiny_checkpoint):
     from runner.train.random_init import write_random_checkpoint
+
     no_index = write_random_checkpoint(tmp_path / "plain", with_indexer=False)
     with pytest.raises(ValueError, match="index_topk"):
         Engine.check_knobs(no_index, index_topk=8)
@@ -152,7 +182,9 @@ def test_knobs_that_cannot_work_are_refused(tmp_path, tiny_checkpoint):
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_low_precision_dtypes_run(tiny_checkpoint, dtype):
-    outs = Engine.from_pretrained(tiny_checkpoint, dtype=dtype, compile=False).generate([[1, 2, 3]], max_new_tokens=4)
+    outs = Engine.from_pretrained(tiny_checkpoint, dtype=dtype, compile=False).generate(
+        [[1, 2, 3]], max_new_tokens=4
+    )
     assert len(outs[0]) == 4 or outs[0][-1] == 0
 
 

@@ -1,4 +1,5 @@
 """The DuckDB store and the Parquet exchange, on real DuckDB files in tmp dirs."""
+
 from __future__ import annotations
 
 import hashlib
@@ -16,14 +17,33 @@ import pytest
 from runner.store.exchange import export_experiment, import_tables, read_source
 from runner.store.store import LOAD_COLUMNS, MIGRATIONS, SCHEMA_VERSION, Store, StoreError, StoreLocked
 
-CHIP = {"name": "Test CPU", "device": "cpu", "cores": 2, "memory_bytes": 2**30,
-        "os": "Linux-test", "mlx_version": "0.0", "blas": "libblas.so.3", "python": "3.11"}
+CHIP = {
+    "name": "Test CPU",
+    "device": "cpu",
+    "cores": 2,
+    "memory_bytes": 2**30,
+    "os": "Linux-test",
+    "mlx_version": "0.0",
+    "blas": "libblas.so.3",
+    "python": "3.11",
+}
 
 
 def request_rows(n: int) -> list[dict]:
-    return [{"request_id": i, "client": i % 2, "prompt_tokens": 10 + i, "output_tokens": 4,
-             "cached_tokens": 0, "arrival_ns": 100 * i, "first_token_ns": 100 * i + 50,
-             "done_ns": 100 * i + 90, "output_sha256": f"{i:064x}"} for i in range(n)]
+    return [
+        {
+            "request_id": i,
+            "client": i % 2,
+            "prompt_tokens": 10 + i,
+            "output_tokens": 4,
+            "cached_tokens": 0,
+            "arrival_ns": 100 * i,
+            "first_token_ns": 100 * i + 50,
+            "done_ns": 100 * i + 90,
+            "output_sha256": f"{i:064x}",
+        }
+        for i in range(n)
+    ]
 
 
 def token_times(n: int) -> dict[int, tuple[int, ...]]:
@@ -32,18 +52,50 @@ def token_times(n: int) -> dict[int, tuple[int, ...]]:
 
 
 def pass_rows(n: int) -> list[dict]:
-    return [{"pass_index": i, "start_ns": 10 * i, "duration_ns": 9, "kind": "decode", "width": 2,
-             "prefill_tokens": 0, "decode_tokens": 2, "drafted": 0, "accepted": 0, "emitted": 2,
-             "state_bytes": 1000 + i, "max_row_state_bytes": 500 + i} for i in range(n)]
+    return [
+        {
+            "pass_index": i,
+            "start_ns": 10 * i,
+            "duration_ns": 9,
+            "kind": "decode",
+            "width": 2,
+            "prefill_tokens": 0,
+            "decode_tokens": 2,
+            "drafted": 0,
+            "accepted": 0,
+            "emitted": 2,
+            "state_bytes": 1000 + i,
+            "max_row_state_bytes": 500 + i,
+        }
+        for i in range(n)
+    ]
 
 
-def add_run(st: Store, experiment="exp", arm="a", concurrency=1, round=0, status="complete",
-            n_requests=3, n_passes=5, chip=CHIP) -> str:
+def add_run(
+    st: Store,
+    experiment="exp",
+    arm="a",
+    concurrency=1,
+    round=0,
+    status="complete",
+    n_requests=3,
+    n_passes=5,
+    chip=CHIP,
+) -> str:
     chip_id = st.ensure_chip(chip)
-    run_id = st.begin_run(experiment=experiment, declaration_sha256="d" * 64, arm=arm,
-                          concurrency=concurrency, round=round, chip_id=chip_id,
-                          model_sha256="m" * 64, code_version="abc", knobs={"mtp": False},
-                          seed=7, quick=False)
+    run_id = st.begin_run(
+        experiment=experiment,
+        declaration_sha256="d" * 64,
+        arm=arm,
+        concurrency=concurrency,
+        round=round,
+        chip_id=chip_id,
+        model_sha256="m" * 64,
+        code_version="abc",
+        knobs={"mtp": False},
+        seed=7,
+        quick=False,
+    )
     st.append_requests(run_id, request_rows(n_requests))
     st.append_tokens(run_id, token_times(n_requests))
     st.append_passes(run_id, pass_rows(n_passes))
@@ -53,8 +105,10 @@ def add_run(st: Store, experiment="exp", arm="a", concurrency=1, round=0, status
 
 
 def counts(st: Store) -> dict[str, int]:
-    return {t: st.con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
-            for t in ("chips", "runs", "requests", "passes", "tokens")}
+    return {
+        t: st.con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
+        for t in ("chips", "runs", "requests", "passes", "tokens")
+    }
 
 
 def test_open_creates_parents_and_migrates_once(tmp_path):
@@ -99,7 +153,8 @@ def test_run_lifecycle_and_bulk_rows(tmp_path):
         run_id = add_run(st, n_requests=50, n_passes=20_000)
         assert counts(st) == {"chips": 1, "runs": 1, "requests": 50, "passes": 20_000, "tokens": 200}
         status, knobs, quick, fin = st.con.execute(
-            "SELECT status, knobs, quick, finished_at FROM runs WHERE run_id = ?", [run_id]).fetchall()[0]
+            "SELECT status, knobs, quick, finished_at FROM runs WHERE run_id = ?", [run_id]
+        ).fetchall()[0]
         assert (status, json.loads(knobs), quick) == ("complete", {"mtp": False}, False)
         assert fin is not None
         total = st.con.execute("SELECT sum(state_bytes) FROM passes").fetchall()[0][0]
@@ -161,15 +216,23 @@ def test_second_writer_in_this_process_is_refused(tmp_path):
 def test_second_writer_in_another_process_gets_a_clear_error(tmp_path):
     db = tmp_path / "runs.duckdb"
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import sys
             from runner.store.store import Store
             st = Store.open({str(db)!r})
             print("ready", flush=True)
             sys.stdin.readline()
             st.close()
-        """)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+        """),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[1],
+    )
     try:
         assert holder.stdout.readline().strip() == "ready"
         with pytest.raises(StoreLocked) as err:
@@ -197,8 +260,12 @@ def test_export_then_import_twice_adds_nothing_the_second_time(tmp_path):
         assert first == {"chips": 1, "runs": 2, "requests": 6, "passes": 10, "tokens": 24}
         again = import_tables(st, read_source(tmp_path / "out" / "runs.parquet"), "out")
         assert again == {"chips": 0, "runs": 0, "requests": 0, "passes": 0, "tokens": 0}
-        ids = {r[0] for r in st.con.execute("SELECT run_id FROM runs WHERE chip_id != ?",
-                                            [st.ensure_chip(other_chip)]).fetchall()}
+        ids = {
+            r[0]
+            for r in st.con.execute(
+                "SELECT run_id FROM runs WHERE chip_id != ?", [st.ensure_chip(other_chip)]
+            ).fetchall()
+        }
         assert ids == kept
         assert counts(st) == {"chips": 2, "runs": 3, "requests": 9, "passes": 15, "tokens": 36}
 
@@ -237,8 +304,10 @@ def old_database(path: Path) -> Path:
     con.execute(MIGRATIONS[1])
     con.execute("INSERT INTO schema_version VALUES (1)")
     con.execute("INSERT INTO chips VALUES ('c1', 'Old CPU', 'cpu', 2, 1024, 'Linux', '0.0', '{}')")
-    con.execute("INSERT INTO runs VALUES ('r1', 'exp', 'd', 'a', 1, 0, 'c1', 'm', 'v', '{}', 7, "
-                "false, TIMESTAMP '2026-11-29 09:00:00', TIMESTAMP '2026-11-29 09:01:00', 'complete')")
+    con.execute(
+        "INSERT INTO runs VALUES ('r1', 'exp', 'd', 'a', 1, 0, 'c1', 'm', 'v', '{}', 7, "
+        "false, TIMESTAMP '2026-11-29 09:00:00', TIMESTAMP '2026-11-29 09:01:00', 'complete')"
+    )
     con.execute("INSERT INTO requests VALUES ('r1', 0, 0, 10, 4, 0, 0, 50, 90, 'h')")
     con.execute("INSERT INTO passes VALUES ('r1', 0, 0, 9, 'decode', 1, 0, 1, 0, 0, 1, 100, 100)")
     con.close()
@@ -254,8 +323,9 @@ def test_load_figures_are_stored_with_the_finish(tmp_path):
             st.finish_run(run_id, "complete", load={"steal_fraction": float("nan")})
         st.finish_run(run_id, "complete", load=LOAD)
         assert st.con.execute(f"SELECT status, {', '.join(LOAD_COLUMNS)} FROM runs").fetchall() == [
-            ("complete", 0.5, 1.25, 0.01, None)]
-        add_run(st)   # no figures given: NULL, not 0
+            ("complete", 0.5, 1.25, 0.01, None)
+        ]
+        add_run(st)  # no figures given: NULL, not 0
         assert st.con.execute("SELECT count(*) FROM runs WHERE loadavg_start IS NULL").fetchall() == [(1,)]
 
 
@@ -263,28 +333,31 @@ def test_an_old_database_migrates_with_null_load_figures(tmp_path):
     old = old_database(tmp_path / "old.duckdb")
     with Store.open(old) as st:
         assert st.schema_version() == SCHEMA_VERSION
-        nulls = st.con.execute("SELECT count(*), " + ", ".join(f"count({c})" for c in LOAD_COLUMNS)
-                               + " FROM runs").fetchall()[0]
+        nulls = st.con.execute(
+            "SELECT count(*), " + ", ".join(f"count({c})" for c in LOAD_COLUMNS) + " FROM runs"
+        ).fetchall()[0]
         assert nulls == (1,) + (0,) * len(LOAD_COLUMNS)
-        run_id = add_run(st, status="running")   # new runs still go in after the migration
+        run_id = add_run(st, status="running")  # new runs still go in after the migration
         st.finish_run(run_id, "complete", load=LOAD)
     with Store.open(old) as st:
         assert st.con.execute("SELECT run_id, loadavg_end FROM runs ORDER BY started_at").fetchall() == [
-            ("r1", None), (run_id, 1.25)]
+            ("r1", None),
+            (run_id, 1.25),
+        ]
 
 
 def test_exports_made_before_the_migration_import_with_null_load_figures(tmp_path):
     old = old_database(tmp_path / "old.duckdb")
-    with Store.open(tmp_path / "a.duckdb") as st:   # an old database file, read unmigrated
+    with Store.open(tmp_path / "a.duckdb") as st:  # an old database file, read unmigrated
         added = import_tables(st, read_source(old), str(old))
         assert added == {"chips": 1, "runs": 1, "requests": 1, "passes": 1, "tokens": 0}
         assert st.con.execute("SELECT count(loadavg_start) FROM runs").fetchall() == [(0,)]
-    with Store.open(tmp_path / "b.duckdb") as st:   # an old Parquet export: no load columns
+    with Store.open(tmp_path / "b.duckdb") as st:  # an old Parquet export: no load columns
         run_id = add_run(st, status="running")
         st.finish_run(run_id, "complete", load=LOAD)
         export_experiment(st, "exp", tmp_path / "new")
     runs = pq.read_table(tmp_path / "new" / "runs.parquet")
-    assert set(LOAD_COLUMNS) <= set(runs.column_names)   # exports carry the figures
+    assert set(LOAD_COLUMNS) <= set(runs.column_names)  # exports carry the figures
     (tmp_path / "old-export").mkdir()
     for f in (tmp_path / "new").iterdir():
         shutil.copyfile(f, tmp_path / "old-export" / f.name)

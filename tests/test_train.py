@@ -1,6 +1,7 @@
 """The tiny-model recipe: corpus manifest and split, the training forward and losses,
 a few real training steps, checkpoint round-trip, evaluation, the CLI's bad-input path,
 and the shipped checkpoint itself (loads in our engine and in mlx-lm, same greedy tokens)."""
+
 from __future__ import annotations
 
 import json
@@ -47,7 +48,9 @@ def test_manifest_lists_sources_and_refuses_changed_files(tmp_path):
     assert corpus.read_text(root, files[1]) == "# caf in latin-1\ny = 2\n"
     (root / "a.py").write_text("changed\n")
     (root / "c.py").write_text("new\n")
-    with pytest.raises(corpus.CorpusError, match=r"manifest\.json.*a\.py: sha256 differs.*c\.py: not in the manifest"):
+    with pytest.raises(
+        corpus.CorpusError, match=r"manifest\.json.*a\.py: sha256 differs.*c\.py: not in the manifest"
+    ):
         corpus.verify(root, manifest)
 
 
@@ -95,7 +98,7 @@ def test_prompts_round_trip_and_a_bad_line_names_file_and_line(tmp_path):
     path.write_text('{"id": "a", "text": "b"}\n{"id": "c"}\n')
     with pytest.raises(data.PromptsError, match=r"heldout\.jsonl:2: expected an object with a string 'text'"):
         data.read_prompts(path)
-    path.write_text('not json\n')
+    path.write_text("not json\n")
     with pytest.raises(data.PromptsError, match=r"heldout\.jsonl:1: not a JSON object"):
         data.read_prompts(path)
     with pytest.raises(data.PromptsError, match="absent.jsonl: cannot read prompts"):
@@ -110,8 +113,14 @@ def test_batches_are_seeded_windows():
     assert (np.diff(x, axis=1) == 1).all()  # contiguous windows of the stream
 
 
-@pytest.mark.parametrize("over", [dict(), dict(n_group=4, topk_group=2, use_qk_norm=True),
-                                  dict(n_shared_experts=None, routed_scaling_factor=2.5, norm_topk_prob=False)])
+@pytest.mark.parametrize(
+    "over",
+    [
+        dict(),
+        dict(n_group=4, topk_group=2, use_qk_norm=True),
+        dict(n_shared_experts=None, routed_scaling_factor=2.5, norm_topk_prob=False),
+    ],
+)
 def test_training_forward_equals_the_engine_forward(over):
     model, _ = small_model(1, **over)
     for layer in loop.moe_layers(model):  # spread the biases so routing is non-trivial
@@ -154,8 +163,16 @@ def test_a_few_steps_reduce_the_loss_and_the_checkpoint_round_trips(tmp_path):
     # A learnable stream: a fixed random cycle of 40 tokens, repeated.
     stream = np.tile(rng.integers(1, 64, 40), 60).astype(np.int32)
     sampler = data.BatchSampler(stream, 4, 32, seed=0)
-    cfg = loop.TrainConfig(steps=30, batch=4, context=32, peak_lr=1e-2, warmup=3,
-                           checkpoint_every=10, log_every=100, compile=True)
+    cfg = loop.TrainConfig(
+        steps=30,
+        batch=4,
+        context=32,
+        peak_lr=1e-2,
+        warmup=3,
+        checkpoint_every=10,
+        log_every=100,
+        compile=True,
+    )
     history = loop.train(model, config, sampler.next, cfg, out=tmp_path / "ckpt", log=lambda m: None)
     first, last = history[0], history[-1]
     assert last["loss"] < first["loss"] - 1.0 and last["mtp_loss"] < first["mtp_loss"] - 1.0
@@ -217,6 +234,7 @@ def test_shipped_checkpoint_fits_the_issue():
 
 def test_shipped_checkpoint_greedy_tokens_match_mlx_lm():
     import mlx_lm
+
     args = read_args(TINY)
     ours = load_model(TINY, args, with_mtp=True, with_indexer=True)
     ref, tokenizer = mlx_lm.load(str(TINY))
@@ -240,6 +258,7 @@ def test_indexer_attention_mass_is_a_share():
 
 def test_mtp_self_distillation_moves_only_the_mtp_and_lowers_its_kl():
     from runner.train.distill import distill_loss, distill_mtp
+
     model, _ = small_model(7)
     stream = np.tile(np.random.default_rng(2).integers(1, 64, 30), 40).astype(np.int32)
     sampler = data.BatchSampler(stream, 4, 23, seed=1)  # windows of 25 = T + 1 for T = 24
@@ -254,11 +273,14 @@ def test_mtp_self_distillation_moves_only_the_mtp_and_lowers_its_kl():
     assert "e_score_correction_bias" not in str(tree_flatten(model.trainable_parameters()))
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--steps", "0"], "--steps must be >= 1"),
-    (["--distill-only", "--distill-steps", "0"], "--distill-only needs --distill-steps"),
-    (["--evaluate-only", "--out", "{tmp}/absent"], "absent: checkpoint directory not found"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--steps", "0"], "--steps must be >= 1"),
+        (["--distill-only", "--distill-steps", "0"], "--distill-only needs --distill-steps"),
+        (["--evaluate-only", "--out", "{tmp}/absent"], "absent: checkpoint directory not found"),
+    ],
+)
 def test_cli_bad_arguments_exit_2_with_one_line(tmp_path, capsys, argv, message):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     assert cli_main(["train-tiny", "--no-openblas", *argv]) == 2

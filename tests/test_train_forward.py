@@ -1,6 +1,7 @@
 """Training runs the model's own plain forward (a Capture, dense MoE): the loss and its
 gradients are those of the explicit layer walk training used before, and the loss on a
 fixed batch from a fixed seed is the number it was then."""
+
 from __future__ import annotations
 
 import mlx.core as mx
@@ -38,7 +39,9 @@ def _layer(layer, x, counts, normed):
     combine = (chosen * weights[..., None]).sum(axis=-2)
     g = (m @ ex.gate_proj.reshape(E * I, H).T).reshape(*m.shape[:-1], E, I)
     u = (m @ ex.up_proj.reshape(E * I, H).T).reshape(*m.shape[:-1], E, I)
-    y = (nn.silu(g) * u * combine[..., None]).reshape(*m.shape[:-1], E * I) @ ex.down_proj.transpose(0, 2, 1).reshape(E * I, H)
+    y = (nn.silu(g) * u * combine[..., None]).reshape(*m.shape[:-1], E * I) @ ex.down_proj.transpose(
+        0, 2, 1
+    ).reshape(E * I, H)
     if "shared_experts" in moe:
         y = y + moe.shared_experts(m)
     return h + y
@@ -93,39 +96,56 @@ def test_joint_loss_and_gradients_equal_the_explicit_layer_walk(over):
     for a, b in zip(ours[:4], ref[:4]):
         assert abs(a.item() - b.item()) <= 1e-6 * max(1.0, abs(b.item()))
     assert mx.array_equal(ours[4], ref[4])
-    grads = dict(tree_flatten(nn.value_and_grad(model, lambda m: losses.joint_loss(m, batch, 0.3, True)[0])(model)[1]))
-    ref_grads = dict(tree_flatten(nn.value_and_grad(model, lambda m: reference_joint_loss(m, batch, 0.3)[0])(model)[1]))
+    grads = dict(
+        tree_flatten(nn.value_and_grad(model, lambda m: losses.joint_loss(m, batch, 0.3, True)[0])(model)[1])
+    )
+    ref_grads = dict(
+        tree_flatten(nn.value_and_grad(model, lambda m: reference_joint_loss(m, batch, 0.3)[0])(model)[1])
+    )
     assert grads.keys() == ref_grads.keys()
     for k in grads:
         assert mx.allclose(grads[k], ref_grads[k], rtol=1e-5, atol=1e-7), k
 
 
-@pytest.mark.parametrize("over, expected, counts", [
-    (dict(), [5.669975280761719, 4.337027072906494, 4.382311820983887, 0.01825454831123352],
-     [[1, 6, 0, 4, 18, 13, 3, 3], [10, 1, 7, 5, 5, 12, 6, 2]]),
-    (GROUPED, [5.694998741149902, 4.301450729370117, 4.330252170562744, 0.09447260200977325],
-     [[1, 6, 1, 4, 17, 14, 3, 2], [7, 2, 7, 4, 3, 12, 8, 5]]),
-])
+@pytest.mark.parametrize(
+    "over, expected, counts",
+    [
+        (
+            dict(),
+            [5.669975280761719, 4.337027072906494, 4.382311820983887, 0.01825454831123352],
+            [[1, 6, 0, 4, 18, 13, 3, 3], [10, 1, 7, 5, 5, 12, 6, 2]],
+        ),
+        (
+            GROUPED,
+            [5.694998741149902, 4.301450729370117, 4.330252170562744, 0.09447260200977325],
+            [[1, 6, 1, 4, 17, 14, 3, 2], [7, 2, 7, 4, 3, 12, 8, 5]],
+        ),
+    ],
+)
 def test_training_loss_on_a_fixed_batch_is_the_one_recorded_before_the_capture_hook(over, expected, counts):
     """(total, next-token, MTP, indexer KL) and expert counts, as the explicit layer walk
     gave them at commit 68c386f for this seed and batch."""
     model = small(11, **over)
     batch = mx.array(np.random.default_rng(0).integers(0, 64, (2, 14)).astype(np.int32))
     total, main, mtp, index, got_counts = losses.joint_loss(model, batch, 0.3, True)
-    assert [total.item(), main.item(), mtp.item(), index.item()] == pytest.approx(expected, rel=1e-5, abs=1e-7)
+    assert [total.item(), main.item(), mtp.item(), index.item()] == pytest.approx(
+        expected, rel=1e-5, abs=1e-7
+    )
     assert got_counts.tolist() == counts
 
 
 def test_training_evaluates_every_expert_on_every_token(monkeypatch):
     """Dense, for speed: gather_mm's per-token products train far slower on the CPU."""
+
     def gather(*args, **kwargs):
         raise AssertionError("the training forward ran the routed experts through gather_mm")
+
     monkeypatch.setattr(StackedExperts, "__call__", gather)
     model = small(4)
     batch = mx.array(np.random.default_rng(0).integers(0, 64, (2, 12)).astype(np.int32))
     losses.joint_loss(model, batch, 0.3, True)
     with pytest.raises(AssertionError, match="gather_mm"):
-        model(batch)                                      # inference does use it
+        model(batch)  # inference does use it
 
 
 def test_the_capture_holds_each_layer_in_the_order_it_ran():
@@ -139,7 +159,7 @@ def test_the_capture_holds_each_layer_in_the_order_it_ran():
     assert mx.array_equal(cap.normed[0], model.layers[0].input_layernorm(model.embed_tokens(tokens)))
     k = model.args.num_experts_per_tok
     assert all(int(c.sum().item()) == 2 * 9 * k for c in cap.expert_counts)
-    dense_logits, _ = model(tokens, dense_moe=True)       # the dense MoE: the same values
+    dense_logits, _ = model(tokens, dense_moe=True)  # the dense MoE: the same values
     assert mx.allclose(dense_logits, logits, atol=1e-4)
 
 

@@ -1,4 +1,5 @@
 """The seeded workload, on a real random checkpoint's tokenizer and held-out texts."""
+
 from __future__ import annotations
 
 import json
@@ -34,18 +35,19 @@ def test_same_seed_same_prompts_and_lengths_in_range(ckpt):
     assert [len(c) for c in a] == [4, 4, 4]
     lengths = [len(p) for c in a for p in c]
     assert all(10 <= n <= 40 for n in lengths) and len(set(lengths)) > 1
-    assert len({tuple(p) for c in a for p in c}) == 12   # no two requests share a prompt
+    assert len({tuple(p) for c in a for p in c}) == 12  # no two requests share a prompt
 
 
 def test_the_stream_is_unbounded_and_the_same_whatever_order_it_is_read_in(ckpt):
     forward = PromptStream(workload(), 7, ckpt, width=3)
     backward = PromptStream(workload(), 7, ckpt, width=3)
-    keys = [(c, i) for i in range(200) for c in range(3)]   # far past requests_per_client
+    keys = [(c, i) for i in range(200) for c in range(3)]  # far past requests_per_client
     first = {k: forward.prompt(*k) for k in keys}
     assert {k: backward.prompt(*k) for k in reversed(keys)} == first
     # a prefix of a longer stream: what a short cell sends, a long one sends first
     assert build_prompts(workload(), 7, ckpt, clients=3, n=4) == [
-        [first[(c, i)] for i in range(4)] for c in range(3)]
+        [first[(c, i)] for i in range(4)] for c in range(3)
+    ]
 
 
 def test_request_ids_are_unique_and_name_client_and_index(ckpt):

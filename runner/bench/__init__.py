@@ -7,6 +7,7 @@ batch 1, aggregate decode tok/s at batch 4, prefill tok/s for a 512-token prompt
 checkpoint's shape at several main-layer counts (what acceptance drafting needs).
 Systems and arms are interleaved within each round so machine drift hits all alike.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,25 +17,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="tiny", help="checkpoint dir or shipped name (default: tiny)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default: 5)")
     p.add_argument("--tokens", type=int, default=128, help="new tokens per sequence (default: 128)")
-    p.add_argument("--repeats", type=int, default=3,
-                   help="back-to-back runs of each cell per round, the fastest kept: a run of a few "
-                        "hundred ms on a shared machine is often hit by a neighbour (default: 3)")
-    p.add_argument("--no-openblas", action="store_true",
-                   help="keep MLX's bundled reference BLAS (default: re-run under Debian's OpenBLAS when installed)")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="back-to-back runs of each cell per round, the fastest kept: a run of a few "
+        "hundred ms on a shared machine is often hit by a neighbour (default: 3)",
+    )
+    p.add_argument(
+        "--no-openblas",
+        action="store_true",
+        help="keep MLX's bundled reference BLAS (default: re-run under Debian's OpenBLAS when installed)",
+    )
     p.add_argument("--mtp", action="store_true", help="run the MTP A/B instead of the mlx-lm comparison")
-    p.add_argument("--pass-cost", action="store_true",
-                   help="time a drafting pass against a plain one for the checkpoint's shape with "
-                        "--layers main layers (random weights)")
-    p.add_argument("--layers", default="4,8,16",
-                   help="with --pass-cost: comma-separated main-layer counts (default: 4,8,16)")
-    p.add_argument("--seqs", default="1,4",
-                   help="with --mtp: comma-separated sequence counts, 1 to 4 (default: 1,4)")
-    p.add_argument("--arms", default="off,always,solo,adaptive",
-                   help="with --mtp: comma-separated arms among off, always, solo, adaptive, lazy-solo")
+    p.add_argument(
+        "--pass-cost",
+        action="store_true",
+        help="time a drafting pass against a plain one for the checkpoint's shape with "
+        "--layers main layers (random weights)",
+    )
+    p.add_argument(
+        "--layers",
+        default="4,8,16",
+        help="with --pass-cost: comma-separated main-layer counts (default: 4,8,16)",
+    )
+    p.add_argument(
+        "--seqs", default="1,4", help="with --mtp: comma-separated sequence counts, 1 to 4 (default: 1,4)"
+    )
+    p.add_argument(
+        "--arms",
+        default="off,always,solo,adaptive",
+        help="with --mtp: comma-separated arms among off, always, solo, adaptive, lazy-solo",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     from .. import blas
+
     if args.rounds < 1 or args.repeats < 1:
         print("runner bench: --rounds and --repeats must be at least 1")
         return 2
@@ -46,17 +65,21 @@ def main(args: argparse.Namespace) -> int:
         print(f"runner bench: --seqs expects comma-separated sequence counts from 1 to 4, got {args.seqs!r}")
         return 2
     from ..engine.checkpoint import CheckpointError
+
     if not args.no_openblas:
         blas.reexec_with_openblas(blas.argv_from("bench"))
     try:
         if args.pass_cost:
             from .pass_cost import run
+
             run(args.model, args.rounds, layers)
         elif args.mtp:
             from .mtp_ab import run
+
             run(args.model, args.rounds, args.tokens, args.arms.split(","), args.repeats, tuple(seqs))
         else:
             from .versus_mlx_lm import run
+
             run(args.model, args.rounds, args.tokens, args.repeats)
     except CheckpointError as e:
         print(f"runner bench: {e}")

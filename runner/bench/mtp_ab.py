@@ -1,5 +1,6 @@
 """MTP A/B: decode tok/s per sequence with speculation off vs each draft policy, at one
 and at four concurrent sequences, with drafted passes, acceptance and state bytes."""
+
 from __future__ import annotations
 
 import statistics
@@ -28,9 +29,13 @@ def measure(engine: Engine, prompts: list[list[int]], new_tokens: int) -> dict:
     _, passes, reqs = collect(engine, prompts, new_tokens)
     per_seq = [(r.output_tokens - 1) / ((r.done_ns - r.first_token_ns) / 1e9) for r in reqs]
     drafted = sum(p.drafted for p in passes)
-    return dict(decode=statistics.mean(per_seq), drafted_passes=sum(p.drafted > 0 for p in passes),
-                passes=len(passes), acceptance=(sum(p.accepted for p in passes) / drafted) if drafted else 0.0,
-                state_mb=max(p.max_row_state_bytes for p in passes) / 1e6)
+    return dict(
+        decode=statistics.mean(per_seq),
+        drafted_passes=sum(p.drafted > 0 for p in passes),
+        passes=len(passes),
+        acceptance=(sum(p.accepted for p in passes) / drafted) if drafted else 0.0,
+        state_mb=max(p.max_row_state_bytes for p in passes) / 1e6,
+    )
 
 
 def best_of(repeats: int, engine: Engine, prompts: list[list[int]], new_tokens: int) -> dict:
@@ -38,8 +43,14 @@ def best_of(repeats: int, engine: Engine, prompts: list[list[int]], new_tokens: 
     return max((measure(engine, prompts, new_tokens) for _ in range(repeats)), key=lambda m: m["decode"])
 
 
-def run(model: str, rounds: int, new_tokens: int, arms: list[str], repeats: int = 1,
-        widths: tuple[int, ...] = (1, 4)) -> None:
+def run(
+    model: str,
+    rounds: int,
+    new_tokens: int,
+    arms: list[str],
+    repeats: int = 1,
+    widths: tuple[int, ...] = (1, 4),
+) -> None:
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise SystemExit(f"runner bench --mtp: unknown arm(s) {unknown}; known: {sorted(ARMS)}")
@@ -50,23 +61,29 @@ def run(model: str, rounds: int, new_tokens: int, arms: list[str], repeats: int 
     any_engine = next(iter(engines.values()))
     pool = heldout_prompts(any_engine, max(widths) * (rounds + 1), 48)
     for width in widths:
-        sets[width] = [pool[i * width:(i + 1) * width] for i in range(rounds + 1)]
+        sets[width] = [pool[i * width : (i + 1) * width] for i in range(rounds + 1)]
     results = {(a, w): [] for a in arms for w in widths}
-    for r in range(rounds + 1):          # round 0 warms up (compilation) and is dropped
+    for r in range(rounds + 1):  # round 0 warms up (compilation) and is dropped
         for w in widths:
-            for a in arms[r % len(arms):] + arms[:r % len(arms)]:   # rotated: no arm always first
+            for a in arms[r % len(arms) :] + arms[: r % len(arms)]:  # rotated: no arm always first
                 m = best_of(repeats, engines[a], sets[w][r], new_tokens)
                 if r:
                     results[(a, w)].append(m)
     print(machine_line())
-    print(f"checkpoint: {any_engine.checkpoint_dir}, {rounds} interleaved rounds (fastest of {repeats} runs each), {new_tokens} new tokens, "
-          f"held-out prompts of 48 tokens")
-    print(f"{'arm':<10} {'seqs':>4} {'decode tok/s/seq':>24} {'vs off':>20} {'drafted passes':>15} {'acceptance':>11} {'state MB/seq':>12}")
+    print(
+        f"checkpoint: {any_engine.checkpoint_dir}, {rounds} interleaved rounds (fastest of {repeats} runs each), {new_tokens} new tokens, "
+        f"held-out prompts of 48 tokens"
+    )
+    print(
+        f"{'arm':<10} {'seqs':>4} {'decode tok/s/seq':>24} {'vs off':>20} {'drafted passes':>15} {'acceptance':>11} {'state MB/seq':>12}"
+    )
     for w in widths:
         for a in arms:
             ms = results[(a, w)]
             dec = [m["decode"] for m in ms]
             base = [m["decode"] for m in results[("off", w)]] if "off" in arms else dec
-            print(f"{a:<10} {w:>4} {spread(dec):>24} {ratio_spread(dec, base):>20} "
-                  f"{statistics.mean(m['drafted_passes'] for m in ms):>7.1f}/{statistics.mean(m['passes'] for m in ms):<7.1f}"
-                  f"{statistics.mean(m['acceptance'] for m in ms):>11.1%} {max(m['state_mb'] for m in ms):>12.3f}")
+            print(
+                f"{a:<10} {w:>4} {spread(dec):>24} {ratio_spread(dec, base):>20} "
+                f"{statistics.mean(m['drafted_passes'] for m in ms):>7.1f}/{statistics.mean(m['passes'] for m in ms):<7.1f}"
+                f"{statistics.mean(m['acceptance'] for m in ms):>11.1%} {max(m['state_mb'] for m in ms):>12.3f}"
+            )

@@ -1,4 +1,5 @@
 """Small helpers for benchmark tables: spread of repeated figures and of paired ratios."""
+
 from __future__ import annotations
 
 import os
@@ -19,7 +20,10 @@ def ratio_spread(num: list[float], den: list[float]) -> str:
 def machine_line() -> str:
     """The chip fingerprint the runner records, as one line (same fields, same BLAS probe)."""
     from ..experiments.chip import fingerprint
+
     fp = fingerprint()
-    return (f"machine: {fp['name']}, {fp['cores']} cores, {fp['os']}, mlx {fp['mlx_version']}, "
-            f"device {fp['device']}, BLAS {fp['blas']}, "
-            f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
+    return (
+        f"machine: {fp['name']}, {fp['cores']} cores, {fp['os']}, mlx {fp['mlx_version']}, "
+        f"device {fp['device']}, BLAS {fp['blas']}, "
+        f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}"
+    )

@@ -1,4 +1,5 @@
 """This engine vs mlx-lm on the same checkpoint and machine, interleaved per round."""
+
 from __future__ import annotations
 
 import time
@@ -28,6 +29,7 @@ def ours(engine: Engine, prompts: list[list[int]], new_tokens: int) -> tuple[flo
 
 def theirs(model, prompts: list[list[int]], new_tokens: int) -> tuple[float, float]:
     from mlx_lm.generate import BatchGenerator, generate_step
+
     t0 = time.perf_counter()
     if len(prompts) == 1:
         steps = generate_step(mx.array(prompts[0]), model, max_tokens=new_tokens)
@@ -55,6 +57,7 @@ def best(repeats: int, measure, *args) -> tuple[float, float]:
 
 def run(model_path: str, rounds: int, new_tokens: int, repeats: int = 1) -> None:
     from mlx_lm.utils import load_model
+
     engine = Engine.from_pretrained(model_path, max_batch_size=4, prefill_chunk=512)
     ref, _ = load_model(engine.checkpoint_dir)
     vocab = engine.args.vocab_size
@@ -64,7 +67,7 @@ def run(model_path: str, rounds: int, new_tokens: int, repeats: int = 1) -> None
         for case, (n, length) in cases.items():
             prompts = _prompts(n, length, vocab, seed=len(results[("ours", case)]))
             tokens = 2 if case.startswith("prefill") else new_tokens
-            if r % 2:                      # alternate which system runs first in a round
+            if r % 2:  # alternate which system runs first in a round
                 b = best(repeats, theirs, ref, prompts, tokens)
                 a = best(repeats, ours, engine, prompts, tokens)
             else:
@@ -76,8 +79,10 @@ def run(model_path: str, rounds: int, new_tokens: int, repeats: int = 1) -> None
                 results[("mlx-lm", case)].append(b[pick])
     print(machine_line())
     n_params = sum(v.size for _, v in tree_flatten(engine.model.parameters()))
-    print(f"checkpoint: {engine.checkpoint_dir} ({n_params / 1e6:.2f}M params), "
-          f"{rounds} interleaved rounds (fastest of {repeats} runs each), {new_tokens} new tokens per sequence")
+    print(
+        f"checkpoint: {engine.checkpoint_dir} ({n_params / 1e6:.2f}M params), "
+        f"{rounds} interleaved rounds (fastest of {repeats} runs each), {new_tokens} new tokens per sequence"
+    )
     print(f"{'case':<12} {'ours tok/s':>26} {'mlx-lm tok/s':>26} {'ours / mlx-lm':>22}")
     for case in cases:
         a, b = results[("ours", case)], results[("mlx-lm", case)]

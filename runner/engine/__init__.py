@@ -13,6 +13,7 @@ requests that finished in the pass it committed (they also go to the sink). With
 stays true until it is committed too. `collect(eng, prompts, max_new_tokens)` runs
 one generate() call and returns its outputs with the pass and request events it sent.
 """
+
 from .config import EngineConfig, ModelArgs, parse_bytes
 from .events import Collected, EventSink, PassEvent, RequestEvent, collect
 
@@ -22,9 +23,19 @@ def __getattr__(name):
     # (declaration validation, the store) stay fast.
     if name == "Engine":
         from .engine import Engine
+
         return Engine
     raise AttributeError(name)
 
 
-__all__ = ["Engine", "EngineConfig", "ModelArgs", "PassEvent", "RequestEvent", "EventSink", "parse_bytes",
-           "collect", "Collected"]
+__all__ = [
+    "Engine",
+    "EngineConfig",
+    "ModelArgs",
+    "PassEvent",
+    "RequestEvent",
+    "EventSink",
+    "parse_bytes",
+    "collect",
+    "Collected",
+]

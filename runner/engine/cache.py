@@ -6,6 +6,7 @@ table; its state bytes are the real bytes of the blocks it holds. Block 0 is scr
 padded positions of a pass write there and nothing reads it as valid. Blocks are
 reference counted so the prefix cache can share full prompt blocks between rows.
 """
+
 from __future__ import annotations
 
 import mlx.core as mx
@@ -17,13 +18,22 @@ SCRATCH_BLOCK = 0
 
 
 class BlockPool:
-    def __init__(self, args: ModelArgs, block_size: int, dtype: mx.Dtype, with_mtp: bool,
-                 with_indexer: bool, initial_blocks: int = 64):
+    def __init__(
+        self,
+        args: ModelArgs,
+        block_size: int,
+        dtype: mx.Dtype,
+        with_mtp: bool,
+        with_indexer: bool,
+        initial_blocks: int = 64,
+    ):
         self.args, self.block_size, self.dtype = args, block_size, dtype
         self.with_indexer = with_indexer
         n_layers = args.num_hidden_layers + (1 if with_mtp else 0)
-        self.layers = [self._empty_layer(initial_blocks, i < args.num_hidden_layers and with_indexer)
-                       for i in range(n_layers)]
+        self.layers = [
+            self._empty_layer(initial_blocks, i < args.num_hidden_layers and with_indexer)
+            for i in range(n_layers)
+        ]
         self.n_blocks = initial_blocks
         # Real bytes one block occupies across every layer's arrays (fixed: growth adds blocks).
         slots = initial_blocks * block_size
@@ -37,7 +47,6 @@ class BlockPool:
         a, slots = self.args, n_blocks * self.block_size
         ik = mx.zeros((slots, a.index_head_dim), self.dtype) if indexed else None
         return LayerKV(mx.zeros((2 * a.num_key_value_heads * slots, a.head_dim), self.dtype), ik)
-
 
     def pool_bytes(self) -> int:
         return sum(x.nbytes for kv in self.layers for x in kv.arrays())
@@ -65,9 +74,11 @@ class BlockPool:
         old = self.n_blocks
         for kv in self.layers:
             extra = self._empty_layer(old, kv.ik is not None)
-            heads = 2 * self.args.num_key_value_heads   # head-major rows: grow each head's run
-            kv.kv = mx.concatenate([kv.kv.reshape(heads, -1, kv.kv.shape[-1]),
-                                    extra.kv.reshape(heads, -1, kv.kv.shape[-1])], axis=1).reshape(-1, kv.kv.shape[-1])
+            heads = 2 * self.args.num_key_value_heads  # head-major rows: grow each head's run
+            kv.kv = mx.concatenate(
+                [kv.kv.reshape(heads, -1, kv.kv.shape[-1]), extra.kv.reshape(heads, -1, kv.kv.shape[-1])],
+                axis=1,
+            ).reshape(-1, kv.kv.shape[-1])
             if kv.ik is not None:
                 kv.ik = mx.concatenate([kv.ik, extra.ik])
         self.n_blocks = 2 * old

@@ -5,6 +5,7 @@ The one place where checkpoint names are mapped: per-expert tensors are stacked 
 `mtp.*`, and our indexer weights live in a separate `indexer.safetensors` so that
 mlx-lm still loads the directory. Every problem names the file and the tensor.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,7 +31,7 @@ class CheckpointError(ValueError):
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
-    """"tiny" (or any name of a shipped model) -> runner/models/<name>; else a path."""
+    """ "tiny" (or any name of a shipped model) -> runner/models/<name>; else a path."""
     p = Path(path)
     if not p.exists() and (SHIPPED / str(path)).is_dir():
         return SHIPPED / str(path)
@@ -60,7 +61,7 @@ def has_indexer(directory: Path) -> bool:
 def to_hf_name(name: str, args: ModelArgs) -> str:
     if name.startswith("mtp."):
         name = name.replace("mtp.shared_head_norm.", "mtp.shared_head.norm.")
-        return f"model.layers.{args.num_hidden_layers}." + name[len("mtp."):]
+        return f"model.layers.{args.num_hidden_layers}." + name[len("mtp.") :]
     if name.startswith("lm_head."):
         return name
     return "model." + name
@@ -69,9 +70,9 @@ def to_hf_name(name: str, args: ModelArgs) -> str:
 def from_hf_name(name: str, args: ModelArgs) -> str:
     mtp_prefix = f"model.layers.{args.num_hidden_layers}."
     if name.startswith(mtp_prefix):
-        name = "mtp." + name[len(mtp_prefix):]
+        name = "mtp." + name[len(mtp_prefix) :]
         return name.replace("mtp.shared_head.norm.", "mtp.shared_head_norm.")
-    return name[len("model."):] if name.startswith("model.") else name
+    return name[len("model.") :] if name.startswith("model.") else name
 
 
 def _load_file(f: Path) -> dict[str, mx.array]:
@@ -81,7 +82,9 @@ def _load_file(f: Path) -> dict[str, mx.array]:
         raise CheckpointError(f"{f}: cannot read safetensors ({e})") from None
 
 
-def _stack_experts(raw: dict[str, tuple[mx.array, Path]], args: ModelArgs) -> dict[str, tuple[mx.array, Path]]:
+def _stack_experts(
+    raw: dict[str, tuple[mx.array, Path]], args: ModelArgs
+) -> dict[str, tuple[mx.array, Path]]:
     """HF per-expert weights -> one (E, out, in) array per projection."""
     out, groups = {}, {}
     for name, (arr, f) in raw.items():
@@ -96,14 +99,23 @@ def _stack_experts(raw: dict[str, tuple[mx.array, Path]], args: ModelArgs) -> di
         missing = sorted(set(range(args.n_routed_experts)) - set(ids))
         if missing or ids[-1] >= args.n_routed_experts:
             names = [to_hf_name(f"{prefix}.experts.{e}.{proj}.weight", args) for e in missing]
-            raise CheckpointError(f"{f}: missing tensor(s) {names}" if missing else
-                                  f"{f}: {prefix}.experts.{ids[-1]}: more experts than n_routed_experts")
+            raise CheckpointError(
+                f"{f}: missing tensor(s) {names}"
+                if missing
+                else f"{f}: {prefix}.experts.{ids[-1]}: more experts than n_routed_experts"
+            )
         out[f"{prefix}.experts.{proj}"] = (mx.stack([experts[i][0] for i in ids]), f)
     return out
 
 
-def load_model(directory: Path, args: ModelArgs, with_mtp: bool, with_indexer: bool,
-               dtype: mx.Dtype = mx.float32, fuse: bool = True) -> Model:
+def load_model(
+    directory: Path,
+    args: ModelArgs,
+    with_mtp: bool,
+    with_indexer: bool,
+    dtype: mx.Dtype = mx.float32,
+    fuse: bool = True,
+) -> Model:
     files = sorted(p for p in directory.glob("*.safetensors") if p.name != INDEXER_FILE)
     if not files:
         raise CheckpointError(f"{directory}: no *.safetensors weights found")
@@ -121,18 +133,29 @@ def load_model(directory: Path, args: ModelArgs, with_mtp: bool, with_indexer: b
     problems = []
     for name, ref in expected.items():
         if name not in weights:
-            problems.append(f"{files[0] if 'indexer' not in name else directory / INDEXER_FILE}: "
-                            f"missing tensor {to_hf_name(name, args)}")
+            problems.append(
+                f"{files[0] if 'indexer' not in name else directory / INDEXER_FILE}: "
+                f"missing tensor {to_hf_name(name, args)}"
+            )
         elif weights[name][0].shape != ref.shape:
             arr, f = weights[name]
-            problems.append(f"{f}: tensor {to_hf_name(name, args)} has shape {tuple(arr.shape)}, expected {tuple(ref.shape)}")
+            problems.append(
+                f"{f}: tensor {to_hf_name(name, args)} has shape {tuple(arr.shape)}, expected {tuple(ref.shape)}"
+            )
     mtp_prefix = "mtp."
     for name, (arr, f) in weights.items():
-        if name not in expected and not _IGNORED.search(name) and not (name.startswith(mtp_prefix) and not with_mtp):
+        if (
+            name not in expected
+            and not _IGNORED.search(name)
+            and not (name.startswith(mtp_prefix) and not with_mtp)
+        ):
             problems.append(f"{f}: unexpected tensor {to_hf_name(name, args)}")
     if problems:
         raise CheckpointError("; ".join(problems))
-    cast = {n: (weights[n][0] if "e_score_correction_bias" in n else weights[n][0].astype(dtype)) for n in expected}
+    cast = {
+        n: (weights[n][0] if "e_score_correction_bias" in n else weights[n][0].astype(dtype))
+        for n in expected
+    }
     model.update(tree_unflatten(list(cast.items())))
     mx.eval(model.parameters())
     if fuse:
@@ -167,7 +190,9 @@ def checkpoint_sha256(directory: Path) -> str:
     tokenizer and held-out prompts. Model cards and training logs are not hashed, so
     re-evaluating or re-documenting a checkpoint does not make it a different model."""
     h = hashlib.sha256()
-    files = [p for p in directory.iterdir() if p.is_file() and (p.name in HASHED or p.suffix == ".safetensors")]
+    files = [
+        p for p in directory.iterdir() if p.is_file() and (p.name in HASHED or p.suffix == ".safetensors")
+    ]
     for f in sorted(files):
         h.update(f.name.encode() + b"\0")
         with f.open("rb") as fh:
@@ -190,6 +215,7 @@ def eos_ids(directory: Path, args: ModelArgs, tokenizer) -> tuple[int, ...]:
 
 def load_tokenizer(directory: Path):
     from tokenizers import Tokenizer
+
     f = directory / "tokenizer.json"
     try:
         return Tokenizer.from_file(str(f))

@@ -5,6 +5,7 @@ carry many we do not use). EngineConfig holds every engine knob, validated once;
 unknown or invalid knob raises ValueError naming it. The engine knows nothing about
 experiments or storage.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -56,8 +57,7 @@ class ModelArgs:
             )
         names = {f.name for f in fields(cls)}
         known = {k: v for k, v in cfg.items() if k in names}
-        missing = [f.name for f in fields(cls)
-                   if f.name not in known and f.default is dataclasses.MISSING]
+        missing = [f.name for f in fields(cls) if f.name not in known and f.default is dataclasses.MISSING]
         if missing:
             raise ValueError(f"{source}: missing required keys {missing}")
         args = cls(**known)
@@ -83,8 +83,18 @@ DRAFT_POLICIES = ("never", "always", "solo", "adaptive")  # plus "max_width:N"
 MTP_SYNC = ("eager", "lazy")
 DTYPES = ("float32", "bfloat16", "float16")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+}
 
 
 def parse_bytes(value: Any, knob: str = "prefix_cache_bytes") -> int:
@@ -123,12 +133,12 @@ class EngineConfig:
     draft_policy: str = "always"
     mtp_sync: str = "eager"
     prefix_cache_bytes: Any = 0
-    index_topk: int = 0              # 0: dense attention; >0 needs indexer weights
-    prefill_offload: bool = False    # Apple Neural Engine offload: not on this hardware
-    kv_block_size: int = 16          # tokens per KV block (paging and prefix-cache unit)
-    compile: bool = True             # mx.compile the forward pass
-    pipeline: bool = True            # queue the next decode pass before reading this one's tokens
-    seed: int = 0                    # sampling seed when a request gives none
+    index_topk: int = 0  # 0: dense attention; >0 needs indexer weights
+    prefill_offload: bool = False  # Apple Neural Engine offload: not on this hardware
+    kv_block_size: int = 16  # tokens per KV block (paging and prefix-cache unit)
+    compile: bool = True  # mx.compile the forward pass
+    pipeline: bool = True  # queue the next decode pass before reading this one's tokens
+    seed: int = 0  # sampling seed when a request gives none
 
     def __post_init__(self) -> None:
         def bad(knob: str, why: str) -> ValueError:
@@ -157,8 +167,11 @@ class EngineConfig:
             raise bad("mtp_sync", f"expected one of {MTP_SYNC}, got {self.mtp_sync!r}")
         self.prefix_cache_bytes = parse_bytes(self.prefix_cache_bytes)
         if self.prefill_offload:
-            raise bad("prefill_offload", "offloading prefill to Apple's Neural Engine is not "
-                      "available: this engine runs MLX on the CPU/GPU only and has no ANE path")
+            raise bad(
+                "prefill_offload",
+                "offloading prefill to Apple's Neural Engine is not "
+                "available: this engine runs MLX on the CPU/GPU only and has no ANE path",
+            )
 
     @property
     def draft_max_width(self) -> Optional[int]:
@@ -175,8 +188,10 @@ class EngineConfig:
         m = re.fullmatch(r"max_width:(\d+)", p)
         if m and int(m.group(1)) >= 1:
             return int(m.group(1))
-        raise ValueError(f"engine knob draft_policy: expected one of {DRAFT_POLICIES} or "
-                         f"'max_width:N' with N >= 1, got {p!r}")
+        raise ValueError(
+            f"engine knob draft_policy: expected one of {DRAFT_POLICIES} or "
+            f"'max_width:N' with N >= 1, got {p!r}"
+        )
 
     @classmethod
     def from_kwargs(cls, **knobs: Any) -> "EngineConfig":

@@ -20,6 +20,7 @@ EXPLORE_SHARE times that much longer: exploring costs at most about that share o
 width's time, however often a cheap one may come round. Near break-even that keeps the
 estimate fed. (`runner bench --mtp` shows what drafting gains at one and four rows on a
 machine, arm against arm; `runner bench --pass-cost` what a drafting pass costs.)"""
+
 from __future__ import annotations
 
 from collections import deque
@@ -28,42 +29,42 @@ from statistics import median
 from typing import NamedTuple, Optional
 
 DRAFT_MEMORY = 0.98  # each new draft keeps this share of the earlier drafts' weight (about the last 50)
-PRIOR_DRAFTS = 2     # acceptance starts as if this many drafts had been half accepted
-HISTORY = 24         # the recent steady passes of a width that comparisons are made in
-MIN_SIDE = 3         # passes of a branch among them before it is compared with the other
-RATIOS = 12          # comparisons the ratio is the median of
-REFRESH_EVERY = 64   # re-measure the branch not taken at most every this many decisions ...
-REFRESH_LEN = 6      # ... for this many passes in a row, so some of them are steady
-SWITCH_MARGIN = 0.04 # leave the current branch only when the other pays by this much (below
-                     # drafting's gain at one row, or the policy never switches to drafting there)
-EXPLORE_SHARE = 0.02 # and no sooner than its cost is this share of the width's time since
+PRIOR_DRAFTS = 2  # acceptance starts as if this many drafts had been half accepted
+HISTORY = 24  # the recent steady passes of a width that comparisons are made in
+MIN_SIDE = 3  # passes of a branch among them before it is compared with the other
+RATIOS = 12  # comparisons the ratio is the median of
+REFRESH_EVERY = 64  # re-measure the branch not taken at most every this many decisions ...
+REFRESH_LEN = 6  # ... for this many passes in a row, so some of them are steady
+SWITCH_MARGIN = 0.04  # leave the current branch only when the other pays by this much (below
+# drafting's gain at one row, or the policy never switches to drafting there)
+EXPLORE_SHARE = 0.02  # and no sooner than its cost is this share of the width's time since
 
 
 class Branch(NamedTuple):
     """A pass's shape as far as its cost goes."""
 
-    kind: str       # "prefill" | "decode" | "mixed"
-    width: int      # rows
-    drafted: bool   # it verifies drafts
+    kind: str  # "prefill" | "decode" | "mixed"
+    width: int  # rows
+    drafted: bool  # it verifies drafts
 
 
 @dataclass
 class WidthModel:
     """What the adaptive policy knows about decode passes of one width."""
 
-    history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))     # recent steady (drafted, ns)
+    history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))  # recent steady (drafted, ns)
     comparisons: deque = field(default_factory=lambda: deque(maxlen=RATIOS))  # latest side-by-side ratios
-    ratio: Optional[float] = None     # drafting pass cost / plain pass cost (None: not compared yet)
+    ratio: Optional[float] = None  # drafting pass cost / plain pass cost (None: not compared yet)
     seen: dict = field(default_factory=lambda: {True: 0, False: 0})  # steady passes, by drafted
-    decisions: int = 0                # decisions taken with a ratio to go by
-    drafting: Optional[bool] = None   # the branch currently taken
-    refresh_at: int = REFRESH_EVERY   # decision count at which the branch not taken is re-measured
-    refreshing: Optional[bool] = None # while re-measuring: the branch it started from
-    spent_ns: int = 0                 # what every decode pass of this width took, steady or not
+    decisions: int = 0  # decisions taken with a ratio to go by
+    drafting: Optional[bool] = None  # the branch currently taken
+    refresh_at: int = REFRESH_EVERY  # decision count at which the branch not taken is re-measured
+    refreshing: Optional[bool] = None  # while re-measuring: the branch it started from
+    spent_ns: int = 0  # what every decode pass of this width took, steady or not
     spent_passes: int = 0
-    pricing: Optional[tuple] = None   # (spent_ns, spent_passes, branch kept) when the last
-                                      # re-measurement started, until its passes are in
-    explore_until: int = 0            # spent_ns before which the next re-measurement may not start
+    pricing: Optional[tuple] = None  # (spent_ns, spent_passes, branch kept) when the last
+    # re-measurement started, until its passes are in
+    explore_until: int = 0  # spent_ns before which the next re-measurement may not start
 
     def observe(self, drafted: bool, duration_ns: int) -> None:
         """One steady pass: compared with the other branch around it when it is in the minority."""
@@ -97,7 +98,7 @@ class WidthModel:
         n, start = self.decisions, self.refresh_at
         self._price()
         if n == start and self.spent_ns < self.explore_until:
-            start = self.refresh_at = n + 1          # not yet paid for: look again next pass
+            start = self.refresh_at = n + 1  # not yet paid for: look again next pass
         if n == start:
             self.refreshing = pays
             self.pricing = (self.spent_ns, self.spent_passes, pays)
@@ -116,7 +117,7 @@ class WidthModel:
         ns0, passes0, kept = self.pricing
         self.pricing = None
         base = [d for was, d in self.history if was == kept]
-        if base and self.drafting == kept:           # confirmed; a flip bought a better branch
+        if base and self.drafting == kept:  # confirmed; a flip bought a better branch
             excess = self.spent_ns - ns0 - (self.spent_passes - passes0) * median(base)
             self.explore_until = self.spent_ns + int(max(excess, 0) / EXPLORE_SHARE)
         else:
@@ -126,10 +127,10 @@ class WidthModel:
 class DraftPolicy:
     def __init__(self, policy: str, max_width: Optional[int], lazy_mtp: bool = False):
         self.adaptive = policy == "adaptive"
-        self.max_width = max_width          # None: no fixed limit
-        self.lazy_mtp = lazy_mtp            # the MTP layer runs only for drafting passes (mtp_sync lazy)
+        self.max_width = max_width  # None: no fixed limit
+        self.lazy_mtp = lazy_mtp  # the MTP layer runs only for drafting passes (mtp_sync lazy)
         self.widths: dict[int, WidthModel] = {}
-        self.drafts_seen = self.accepted_seen = 0.0   # decayed counts of recent drafts
+        self.drafts_seen = self.accepted_seen = 0.0  # decayed counts of recent drafts
         self._last: Optional[Branch] = None  # the last committed pass's branch
 
     def width(self, width: int) -> WidthModel:
@@ -158,8 +159,17 @@ class DraftPolicy:
             return (own.seen[True] if own else 0) < MIN_SIDE
         return self.width(width).choose((1.0 + self.acceptance) / ratio)
 
-    def record(self, branch: Branch, duration_ns: int, n_drafts: int, n_accepted: int, *,
-               mtp_ran: bool, ahead: bool, queued: Optional[Branch]) -> None:
+    def record(
+        self,
+        branch: Branch,
+        duration_ns: int,
+        n_drafts: int,
+        n_accepted: int,
+        *,
+        mtp_ran: bool,
+        ahead: bool,
+        queued: Optional[Branch],
+    ) -> None:
         """Learn from one committed pass; called for every pass, in order. ahead: it was
         launched before the previous pass was committed; queued: the branch of the pass
         launched ahead of it (None: none). Every decode pass counts toward its width's
@@ -167,8 +177,9 @@ class DraftPolicy:
         that ran the MTP or a plain one that did not (under lazy sync; under eager sync
         the MTP's cost is sunk). Steady: between passes of its own branch and pipelining
         regime (a switch costs extra)."""
-        steady = (branch == self._last and ahead == (queued is not None)
-                  and (queued is None or queued == branch))
+        steady = (
+            branch == self._last and ahead == (queued is not None) and (queued is None or queued == branch)
+        )
         self._last = branch
         if branch.kind != "decode":
             return
@@ -187,8 +198,8 @@ class DraftPolicy:
         if not self.adaptive:
             return
         self.width(width).observe(drafted, duration_ns)
-        if n_drafts:                        # each draft weighs the same, whatever the width
-            keep = DRAFT_MEMORY ** n_drafts
+        if n_drafts:  # each draft weighs the same, whatever the width
+            keep = DRAFT_MEMORY**n_drafts
             self.drafts_seen = keep * self.drafts_seen + n_drafts
             self.accepted_seen = keep * self.accepted_seen + n_accepted
 

@@ -8,6 +8,7 @@ finished rows and free their blocks, let the draft policy learn, and emit the pa
 event. A pass event's duration is the wall time of the step that committed it, so a
 run's pass durations add up to its time in step().
 """
+
 from __future__ import annotations
 
 import time
@@ -35,25 +36,40 @@ DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
 
 
 class Engine:
-    def __init__(self, model: Model, args: ModelArgs, config: EngineConfig, tokenizer,
-                 checkpoint_dir: Path, eos: tuple[int, ...] = (), sink: Optional[EventSink] = None):
+    def __init__(
+        self,
+        model: Model,
+        args: ModelArgs,
+        config: EngineConfig,
+        tokenizer,
+        checkpoint_dir: Path,
+        eos: tuple[int, ...] = (),
+        sink: Optional[EventSink] = None,
+    ):
         self.model, self.args, self.config, self.tokenizer = model, args, config, tokenizer
         self.checkpoint_dir, self.sink, self.eos = checkpoint_dir, sink, frozenset(eos)
-        self.pool = BlockPool(args, config.kv_block_size, DTYPES[config.dtype], with_mtp=config.mtp,
-                              with_indexer=config.index_topk > 0)
+        self.pool = BlockPool(
+            args,
+            config.kv_block_size,
+            DTYPES[config.dtype],
+            with_mtp=config.mtp,
+            with_indexer=config.index_topk > 0,
+        )
         self.prefix = PrefixCache(self.pool, config.prefix_cache_bytes)
-        self.scheduler = Scheduler(config.max_batch_size, config.prefill_chunk, self.pool, self.prefix,
-                                   config.max_pass_tokens)
+        self.scheduler = Scheduler(
+            config.max_batch_size, config.prefill_chunk, self.pool, self.prefix, config.max_pass_tokens
+        )
         self.forward = Forward(model, self.pool, config.index_topk, config.compile)
-        self.policy = DraftPolicy(config.draft_policy, config.draft_max_width,
-                                  lazy_mtp=config.mtp and config.mtp_sync == "lazy")
+        self.policy = DraftPolicy(
+            config.draft_policy, config.draft_max_width, lazy_mtp=config.mtp and config.mtp_sync == "lazy"
+        )
         self.drafter = MTPDrafter(self.forward, self.pool, config.mtp_sync) if config.mtp else None
         self.launcher = Launcher(self.forward, self.scheduler, self.drafter, self.policy, config)
         self._next_id = 0
         self._pass_index = 0
         self._sha256: Optional[str] = None
-        self._queued: Optional[Launched] = None   # a pass launched ahead, not yet committed
-        self._drafting = True                     # the latest draft decision (a lazy MTP ran for it)
+        self._queued: Optional[Launched] = None  # a pass launched ahead, not yet committed
+        self._drafting = True  # the latest draft decision (a lazy MTP ran for it)
 
     # ---- construction -------------------------------------------------------------
     @classmethod
@@ -62,8 +78,13 @@ class Engine:
         directory = ckpt.resolve_checkpoint(path)
         args = ckpt.read_args(directory)
         cls._check(directory, args, config)
-        model = ckpt.load_model(directory, args, with_mtp=config.mtp, with_indexer=config.index_topk > 0,
-                                dtype=DTYPES[config.dtype])
+        model = ckpt.load_model(
+            directory,
+            args,
+            with_mtp=config.mtp,
+            with_indexer=config.index_topk > 0,
+            dtype=DTYPES[config.dtype],
+        )
         tokenizer = ckpt.load_tokenizer(directory)
         return cls(model, args, config, tokenizer, directory, ckpt.eos_ids(directory, args, tokenizer), sink)
 
@@ -78,13 +99,17 @@ class Engine:
     @staticmethod
     def _check(directory: Path, args: ModelArgs, config: EngineConfig) -> None:
         if config.index_topk and not ckpt.has_indexer(directory):
-            raise ValueError(f"engine knob index_topk: {directory} has no indexer weights "
-                             f"({ckpt.INDEXER_FILE}); use index_topk = 0")
+            raise ValueError(
+                f"engine knob index_topk: {directory} has no indexer weights "
+                f"({ckpt.INDEXER_FILE}); use index_topk = 0"
+            )
         if config.index_topk and not args.index_n_heads:
             raise ValueError(f"engine knob index_topk: {directory}/config.json sets no index_n_heads")
         if config.mtp and args.num_nextn_predict_layers < 1:
-            raise ValueError(f"engine knob mtp: {directory}/config.json has num_nextn_predict_layers = 0 "
-                             "(no MTP layer to draft with)")
+            raise ValueError(
+                f"engine knob mtp: {directory}/config.json has num_nextn_predict_layers = 0 "
+                "(no MTP layer to draft with)"
+            )
 
     def checkpoint_sha256(self) -> str:
         if self._sha256 is None:
@@ -92,8 +117,14 @@ class Engine:
         return self._sha256
 
     # ---- requests -----------------------------------------------------------------
-    def add_request(self, prompt_ids: list[int], max_new_tokens: int, temperature: float = 0.0,
-                    top_p: float = 1.0, seed: Optional[int] = None) -> int:
+    def add_request(
+        self,
+        prompt_ids: list[int],
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: Optional[int] = None,
+    ) -> int:
         if not prompt_ids:
             raise ValueError("prompt_ids: a request needs at least one prompt token")
         if max_new_tokens < 1:
@@ -101,16 +132,29 @@ class Engine:
         if temperature < 0 or not 0 < top_p <= 1:
             raise ValueError(f"temperature must be >= 0 and top_p in (0, 1], got {temperature}, {top_p}")
         if len(prompt_ids) + max_new_tokens > self.args.max_position_embeddings:
-            raise ValueError(f"prompt_ids + max_new_tokens: {len(prompt_ids)} + {max_new_tokens} exceeds the "
-                             f"model's max_position_embeddings ({self.args.max_position_embeddings})")
+            raise ValueError(
+                f"prompt_ids + max_new_tokens: {len(prompt_ids)} + {max_new_tokens} exceeds the "
+                f"model's max_position_embeddings ({self.args.max_position_embeddings})"
+            )
         bad = [t for t in prompt_ids if not 0 <= t < self.args.vocab_size]
         if bad:
-            raise ValueError(f"prompt_ids: token ids {bad[:5]} outside the vocabulary (0..{self.args.vocab_size - 1})")
+            raise ValueError(
+                f"prompt_ids: token ids {bad[:5]} outside the vocabulary (0..{self.args.vocab_size - 1})"
+            )
         rid = self._next_id
         self._next_id += 1
         rng = np.random.default_rng([self.config.seed, rid if seed is None else seed])
-        self.scheduler.add(Sequence(rid, list(prompt_ids), max_new_tokens, float(temperature), float(top_p),
-                                    rng, time.perf_counter_ns()))
+        self.scheduler.add(
+            Sequence(
+                rid,
+                list(prompt_ids),
+                max_new_tokens,
+                float(temperature),
+                float(top_p),
+                rng,
+                time.perf_counter_ns(),
+            )
+        )
         return rid
 
     @property
@@ -121,10 +165,18 @@ class Engine:
     def has_work(self) -> bool:
         return bool(self.scheduler.waiting or self.scheduler.running or self._queued)
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int = 32, temperature: float = 0.0,
-                 top_p: float = 1.0, seed: Optional[int] = None) -> list[list[int]]:
-        ids = [self.add_request(p, max_new_tokens, temperature, top_p, None if seed is None else seed + i)
-               for i, p in enumerate(prompts)]
+    def generate(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: int = 32,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: Optional[int] = None,
+    ) -> list[list[int]]:
+        ids = [
+            self.add_request(p, max_new_tokens, temperature, top_p, None if seed is None else seed + i)
+            for i, p in enumerate(prompts)
+        ]
         done: dict[int, list[int]] = {}
         while self.has_work():
             for ev in self.step():
@@ -149,7 +201,7 @@ class Engine:
         return sum(self._row_bytes(s) for s in self.scheduler.running)
 
     def _row_bytes(self, seq: Sequence) -> int:
-        q = seq.draft_probs.nbytes if seq.draft_probs is not None else 0   # a sampling draft's q
+        q = seq.draft_probs.nbytes if seq.draft_probs is not None else 0  # a sampling draft's q
         return len(seq.blocks) * self.pool.block_bytes + seq.pending_bytes + q
 
     # ---- one pass -----------------------------------------------------------------
@@ -161,7 +213,7 @@ class Engine:
         if cur is None:
             return []
         self._queued = self.launcher.launch_ahead(cur)
-        out = cur.wait()                              # blocks until cur has run
+        out = cur.wait()  # blocks until cur has run
         emitted, accepted = self._commit(cur, out)
         mtp_ran = self._draft_next(cur, out)
         # Read before _retire, which frees finished rows' blocks: the event reports what
@@ -170,8 +222,15 @@ class Engine:
         finished = self._retire(cur.plan)
         self.prefix.evict_to_budget()
         duration = time.perf_counter_ns() - t0
-        self.policy.record(cur.branch, duration, sum(cur.plan.drafted), accepted, mtp_ran=mtp_ran,
-                           ahead=cur.ahead, queued=None if self._queued is None else self._queued.branch)
+        self.policy.record(
+            cur.branch,
+            duration,
+            sum(cur.plan.drafted),
+            accepted,
+            mtp_ran=mtp_ran,
+            ahead=cur.ahead,
+            queued=None if self._queued is None else self._queued.branch,
+        )
         self._emit(self._pass_event(cur.plan, t0, duration, emitted, accepted, row_bytes))
         for ev in finished:
             self._emit(ev)
@@ -198,16 +257,16 @@ class Engine:
     def _commit(self, cur: Launched, out: Landed) -> tuple[int, int]:
         """Commit each row's tokens; returns (tokens emitted, drafts accepted)."""
         plan, emitted, accepted = cur.plan, 0, 0
-        now = time.perf_counter_ns()        # every token this pass commits is stamped with it:
-                                            # one clock read a pass, one int appended a token
+        now = time.perf_counter_ns()  # every token this pass commits is stamped with it:
+        # one clock read a pass, one int appended a token
         sampled = [b for b, s in enumerate(plan.rows) if s.temperature > 0]
         host_logits = dict(zip(sampled, np.array(cur.logits[mx.array(sampled)]))) if sampled else {}
         for b, seq in enumerate(plan.rows):
-            if seq.finished:                # finished by the previous pass; a queued pass ran it anyway
+            if seq.finished:  # finished by the previous pass; a queued pass ran it anyway
                 continue
             end = out.starts[b] + len(plan.feeds[b])
             if end < len(seq.tokens) and not plan.drafted[b]:
-                seq.computed = end          # a prefill chunk that does not reach the prompt's end
+                seq.computed = end  # a prefill chunk that does not reach the prompt's end
                 continue
             new, ok = choose(seq, out.greedy[b], host_logits.get(b), plan.drafted[b])
             accepted += ok
@@ -234,7 +293,7 @@ class Engine:
     def _retire(self, plan: PassPlan) -> list[RequestEvent]:
         done, mtp_on = [], self.drafter is not None
         for seq in plan.rows:
-            if seq.done_ns:                 # retired after an earlier pass
+            if seq.done_ns:  # retired after an earlier pass
                 continue
             valid = min(seq.computed, seq.mtp_computed) if mtp_on else seq.computed
             if not seq.prefix_offered and (valid >= len(seq.prompt) or seq.finished):
@@ -243,15 +302,39 @@ class Engine:
             if seq.finished:
                 seq.done_ns = seq.token_ns[-1]  # done when its last token was committed
                 self.scheduler.release(seq)
-                done.append(RequestEvent(seq.request_id, len(seq.prompt), seq.num_output, seq.arrival_ns,
-                                         seq.first_token_ns, seq.done_ns, seq.finish_reason,
-                                         seq.cached_tokens, tuple(seq.output), tuple(seq.token_ns)))
+                done.append(
+                    RequestEvent(
+                        seq.request_id,
+                        len(seq.prompt),
+                        seq.num_output,
+                        seq.arrival_ns,
+                        seq.first_token_ns,
+                        seq.done_ns,
+                        seq.finish_reason,
+                        seq.cached_tokens,
+                        tuple(seq.output),
+                        tuple(seq.token_ns),
+                    )
+                )
         return done
 
-    def _pass_event(self, plan: PassPlan, t0: int, duration: int, emitted: int, accepted: int,
-                    row_bytes: list[int]) -> PassEvent:
-        event = PassEvent(self._pass_index, t0, duration, plan.kind, len(plan.rows), plan.prefill_tokens,
-                          plan.decode_tokens, sum(plan.drafted), accepted, emitted, sum(row_bytes), max(row_bytes))
+    def _pass_event(
+        self, plan: PassPlan, t0: int, duration: int, emitted: int, accepted: int, row_bytes: list[int]
+    ) -> PassEvent:
+        event = PassEvent(
+            self._pass_index,
+            t0,
+            duration,
+            plan.kind,
+            len(plan.rows),
+            plan.prefill_tokens,
+            plan.decode_tokens,
+            sum(plan.drafted),
+            accepted,
+            emitted,
+            sum(row_bytes),
+            max(row_bytes),
+        )
         self._pass_index += 1
         return event
 

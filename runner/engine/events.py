@@ -4,6 +4,7 @@ Events go to an explicit sink passed in by the caller (any callable taking one e
 never to a global. The engine knows nothing about storage; the runner buffers them.
 `collect` runs one generate() call with a sink that keeps every event (tests, benches).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,21 +18,21 @@ if TYPE_CHECKING:
 class PassEvent:
     """One forward pass of the target model over up to max_batch_size rows."""
 
-    pass_index: int          # 0-based, per engine instance
-    start_ns: int            # time.perf_counter_ns() when the pass started
-    duration_ns: int         # wall time of the step() that committed it: schedule, forward,
-                             # verify, draft, retiring finished rows and prefix-cache eviction;
-                             # with pipelining also launching the next pass (while this one
-                             # runs), and not this pass's own launch when it was queued ahead
-    kind: str                # "prefill" | "decode" | "mixed"
-    width: int               # rows in this pass
-    prefill_tokens: int      # prompt tokens computed in this pass
-    decode_tokens: int       # tokens fed for decode rows (1 per row, 2 with a draft)
-    drafted: int             # rows that carried a draft into this pass
-    accepted: int            # drafts accepted in this pass
-    emitted: int             # tokens committed to outputs in this pass
-    state_bytes: int         # per-row state (KV, indexer keys, MTP KV) summed over live rows
-    max_row_state_bytes: int # largest single row's state in this pass
+    pass_index: int  # 0-based, per engine instance
+    start_ns: int  # time.perf_counter_ns() when the pass started
+    duration_ns: int  # wall time of the step() that committed it: schedule, forward,
+    # verify, draft, retiring finished rows and prefix-cache eviction;
+    # with pipelining also launching the next pass (while this one
+    # runs), and not this pass's own launch when it was queued ahead
+    kind: str  # "prefill" | "decode" | "mixed"
+    width: int  # rows in this pass
+    prefill_tokens: int  # prompt tokens computed in this pass
+    decode_tokens: int  # tokens fed for decode rows (1 per row, 2 with a draft)
+    drafted: int  # rows that carried a draft into this pass
+    accepted: int  # drafts accepted in this pass
+    emitted: int  # tokens committed to outputs in this pass
+    state_bytes: int  # per-row state (KV, indexer keys, MTP KV) summed over live rows
+    max_row_state_bytes: int  # largest single row's state in this pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,15 +42,15 @@ class RequestEvent:
     request_id: int
     prompt_tokens: int
     output_tokens: int
-    arrival_ns: int          # when add_request was called (perf_counter_ns clock)
-    first_token_ns: int      # when its first output token was committed
-    done_ns: int             # when its last output token was committed (it finished)
-    finish_reason: str       # "length" | "eos"
-    cached_tokens: int       # prompt tokens served by the prefix cache
+    arrival_ns: int  # when add_request was called (perf_counter_ns clock)
+    first_token_ns: int  # when its first output token was committed
+    done_ns: int  # when its last output token was committed (it finished)
+    finish_reason: str  # "length" | "eos"
+    cached_tokens: int  # prompt tokens served by the prefix cache
     tokens: tuple[int, ...]  # the generated token ids, prompt excluded
     token_ns: tuple[int, ...]  # when each of them was committed: the commit phase of the step
-                               # that committed its pass (a draft and its bonus share one time);
-                               # token_ns[0] == first_token_ns, token_ns[-1] == done_ns
+    # that committed its pass (a draft and its bonus share one time);
+    # token_ns[0] == first_token_ns, token_ns[-1] == done_ns
 
 
 Event = Union[PassEvent, RequestEvent]
@@ -64,8 +65,14 @@ class Collected(NamedTuple):
     requests: list[RequestEvent]
 
 
-def collect(engine: Engine, prompts: list[list[int]], max_new_tokens: int, temperature: float = 0.0,
-            top_p: float = 1.0, seed: Optional[int] = None) -> Collected:
+def collect(
+    engine: Engine,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    seed: Optional[int] = None,
+) -> Collected:
     """engine.generate(...) with every event it sends collected; the engine's own sink is
     put back afterwards."""
     events: list[Event] = []
@@ -74,5 +81,8 @@ def collect(engine: Engine, prompts: list[list[int]], max_new_tokens: int, tempe
         outputs = engine.generate(prompts, max_new_tokens, temperature, top_p, seed)
     finally:
         engine.sink = saved
-    return Collected(outputs, [e for e in events if isinstance(e, PassEvent)],
-                     [e for e in events if isinstance(e, RequestEvent)])
+    return Collected(
+        outputs,
+        [e for e in events if isinstance(e, PassEvent)],
+        [e for e in events if isinstance(e, RequestEvent)],
+    )

@@ -7,6 +7,7 @@ requested positions plus all hidden states; `mtp` runs the MTP layer over verifi
 explicit inputs and return them updated, so they are pure functions of their arguments
 and safe to compile. Shapes are bucketed by layout.py.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -17,15 +18,15 @@ import mlx.core as mx
 
 from .attention import LayerKV, PassContext, rope_table
 from .cache import BlockPool
-from .model import Model
 from .layout import COMPILE_MAX_TOKENS, block_buckets_upto, build_layout
+from .model import Model
 
 
 def _unpack(arrays, layers: list[LayerKV]) -> list[LayerKV]:
     out, i = [], 0
     for kv in layers:
         n = 2 if kv.ik is not None else 1
-        out.append(LayerKV(*arrays[i:i + n]))
+        out.append(LayerKV(*arrays[i : i + n]))
         i += n
     return out
 
@@ -58,8 +59,8 @@ class Forward:
 
     def _main(self, spec, tokens, out_index, *arrays):
         ctx, pool_arrays = self._context(spec, arrays)
-        kv = _unpack(pool_arrays, self.pool.layers[:self.n_main])
-        h = self.model.hidden_states(tokens, ctx, kv, self.index_topk)       # (N, H)
+        kv = _unpack(pool_arrays, self.pool.layers[: self.n_main])
+        h = self.model.hidden_states(tokens, ctx, kv, self.index_topk)  # (N, H)
         return (self.model.head(h[out_index]).astype(mx.float32), h, *_pack(kv))  # (B, K, V)
 
     def _mtp(self, spec, hidden, next_tokens, last_index, *arrays):
@@ -68,28 +69,50 @@ class Forward:
         out = self.model.mtp(hidden, self.model.embed_tokens(next_tokens), ctx, kv)  # (N, H)
         return (self.model.head(out[last_index]).astype(mx.float32), *_pack([kv]))  # (R, V)
 
-    def _main_draft(self, spec, with_drafts, tokens, out_index, next_known, next_from, cand_index, draft_in,
-                    drafted, *arrays):
+    def _main_draft(
+        self,
+        spec,
+        with_drafts,
+        tokens,
+        out_index,
+        next_known,
+        next_from,
+        cand_index,
+        draft_in,
+        drafted,
+        *arrays,
+    ):
         """Target pass and eager MTP in one graph (greedy rows): the MTP's next tokens are
         the ones the host knows (prompt) or the target's own argmax, so no round trip. The
         row's draft check runs here too, so the MTP head drafts from one position a row:
         the draft's own when it was accepted, the row's first otherwise."""
         ctx, pool_arrays = self._context(spec, arrays)
-        kv = _unpack(pool_arrays, self.pool.layers)                          # main layers + MTP layer
+        kv = _unpack(pool_arrays, self.pool.layers)  # main layers + MTP layer
         h = self.model.hidden_states(tokens, ctx, kv[:-1], self.index_topk)  # (N, H)
-        logits = self.model.head(h[out_index]).astype(mx.float32)            # (B, K, V)
-        greedy = mx.argmax(logits, axis=-1)                                  # (B, K)
+        logits = self.model.head(h[out_index]).astype(mx.float32)  # (B, K, V)
+        greedy = mx.argmax(logits, axis=-1)  # (B, K)
         nxt = mx.where(next_from >= 0, greedy.reshape(-1)[mx.maximum(next_from, 0)], next_known)
         out = self.model.mtp(h, self.model.embed_tokens(nxt), ctx, kv[-1])  # (N, H)
         if not with_drafts:
             return (logits, h, greedy, *_pack(kv))
         ok = drafted & (greedy[:, 0] == draft_in)
-        drafts = mx.argmax(self.model.head(out[mx.where(ok, cand_index[:, 1], cand_index[:, 0])]), axis=-1)  # (B,)
+        drafts = mx.argmax(
+            self.model.head(out[mx.where(ok, cand_index[:, 1], cand_index[:, 0])]), axis=-1
+        )  # (B,)
         return (logits, h, greedy, drafts, *_pack(kv))
 
-    def main_and_draft(self, tokens: mx.array, ctx: PassContext, out_index: mx.array, next_known: mx.array,
-                       next_from: mx.array, cand_index: mx.array, draft_in: Optional[mx.array],
-                       drafted: mx.array, with_drafts: bool):
+    def main_and_draft(
+        self,
+        tokens: mx.array,
+        ctx: PassContext,
+        out_index: mx.array,
+        next_known: mx.array,
+        next_from: mx.array,
+        cand_index: mx.array,
+        draft_in: Optional[mx.array],
+        drafted: mx.array,
+        with_drafts: bool,
+    ):
         """-> (logits (B, K, V), hidden (N, H), greedy (B, K), drafts (B,) or None).
         next_known (N,): the token after each packed position where the host knows it;
         next_from (N,): else the index into greedy.flatten() that holds it (-1: known);
@@ -101,7 +124,17 @@ class Forward:
         if draft_in is None:
             draft_in = mx.zeros(drafted.shape, mx.int32)
         fn = self._fn("_main_draft", (spec, with_drafts), tokens.shape[0])
-        outs = fn(tokens, out_index, next_known, next_from, cand_index, draft_in, drafted, *ctx_arrays, *_pack(layers))
+        outs = fn(
+            tokens,
+            out_index,
+            next_known,
+            next_from,
+            cand_index,
+            draft_in,
+            drafted,
+            *ctx_arrays,
+            *_pack(layers),
+        )
         n_out = 4 if with_drafts else 3
         self._store(layers, outs[n_out:])
         logits, hidden, greedy = outs[:3]
@@ -109,19 +142,29 @@ class Forward:
 
     def main(self, tokens: mx.array, ctx: PassContext, out_index: mx.array) -> tuple[mx.array, mx.array]:
         """tokens (N,) packed; out_index (B, K) packed positions whose logits are wanted."""
-        layers = self.pool.layers[:self.n_main]
+        layers = self.pool.layers[: self.n_main]
         spec, ctx_arrays = ctx.flatten()
-        logits, hidden, *arrays = self._fn("_main", (spec,), tokens.shape[0])(tokens, out_index, *ctx_arrays, *_pack(layers))
+        logits, hidden, *arrays = self._fn("_main", (spec,), tokens.shape[0])(
+            tokens, out_index, *ctx_arrays, *_pack(layers)
+        )
         self._store(layers, arrays)
         return logits, hidden
 
-    def mtp(self, hidden: mx.array, next_tokens: mx.array, ctx: PassContext, last_index: mx.array,
-            eager: bool = False) -> mx.array:
+    def mtp(
+        self,
+        hidden: mx.array,
+        next_tokens: mx.array,
+        ctx: PassContext,
+        last_index: mx.array,
+        eager: bool = False,
+    ) -> mx.array:
         """hidden (N, H) and next tokens (N,) packed pairs -> draft logits (R, V) at last_index.
         eager: skip compilation (a lazy catch-up has a one-off shape; tracing it costs more)."""
         layer = self.pool.layers[self.n_main]
         spec, ctx_arrays = ctx.flatten()
-        logits, *arrays = self._fn("_mtp", (spec,), hidden.shape[0], eager)(hidden, next_tokens, last_index, *ctx_arrays, *_pack([layer]))
+        logits, *arrays = self._fn("_mtp", (spec,), hidden.shape[0], eager)(
+            hidden, next_tokens, last_index, *ctx_arrays, *_pack([layer])
+        )
         self._store([layer], arrays)
         return logits
 
@@ -133,7 +176,7 @@ class Forward:
         for n_blocks in block_buckets_upto(max_blocks):
             blocks = [0] * n_blocks
             for B in range(1, max_rows + 1):
-                for n_two in (range(B + 1) if with_mtp else (0,)):
+                for n_two in range(B + 1) if with_mtp else (0,):
                     lens = [2] * n_two + [1] * (B - n_two)
                     lay = build_layout([n_blocks * bs - 2] * B, lens, [blocks] * B, bs)
                     K = 2 if n_two else 1
@@ -143,10 +186,21 @@ class Forward:
                     if with_mtp:
                         outs.append(self.mtp(hidden, zeros, lay.ctx, mx.zeros((B,), mx.int32)))
                         for with_drafts in (True, False):
-                            outs.extend(o for o in self.main_and_draft(
-                                zeros, lay.ctx, mx.zeros((B, K), mx.int32), zeros, zeros - 1,
-                                mx.zeros((B, 2), mx.int32), None, mx.zeros((B,), mx.bool_), with_drafts)
-                                if o is not None)
+                            outs.extend(
+                                o
+                                for o in self.main_and_draft(
+                                    zeros,
+                                    lay.ctx,
+                                    mx.zeros((B, K), mx.int32),
+                                    zeros,
+                                    zeros - 1,
+                                    mx.zeros((B, 2), mx.int32),
+                                    None,
+                                    mx.zeros((B,), mx.bool_),
+                                    with_drafts,
+                                )
+                                if o is not None
+                            )
                     mx.eval(outs)
                     traced += 1
         return traced

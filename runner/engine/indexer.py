@@ -6,6 +6,7 @@ I(t, s) = sum_j w_j * relu(q_j . k_s); each query attends to its top `index_topk
 causal keys, and densely while its context holds at most `index_topk` keys.
 The indexer keys live in the layer's pool (`LayerKV.ik`) and are trimmed with it.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -29,8 +30,9 @@ class Indexer(nn.Module):
         self.rope_dims = min(args.rope_dims, self.head_dim)
 
     def _rope(self, x: mx.array, offset) -> mx.array:
-        return mx.fast.rope(x, self.rope_dims, traditional=False, base=self.args.rope_theta,
-                            scale=1.0, offset=offset)
+        return mx.fast.rope(
+            x, self.rope_dims, traditional=False, base=self.args.rope_theta, scale=1.0, offset=offset
+        )
 
     def keys(self, x: mx.array, offset) -> mx.array:
         """x: (B, T, H) normed layer input -> indexer keys (B, T, d)."""
@@ -41,8 +43,13 @@ class Indexer(nn.Module):
         attention is dense."""
         kv.ik[ctx.write_slots] = self.keys(x[:, None], ctx.positions)[:, 0]
 
-    def scores(self, x: mx.array, ctx: Optional[PassContext] = None,
-               kv: Optional[LayerKV] = None, group: Optional[RowGroup] = None) -> mx.array:
+    def scores(
+        self,
+        x: mx.array,
+        ctx: Optional[PassContext] = None,
+        kv: Optional[LayerKV] = None,
+        group: Optional[RowGroup] = None,
+    ) -> mx.array:
         """Scores (B, T, S) over key positions. Without ctx, x is (B, T, H) and the keys
         are its own positions (S = T); with ctx, x is (N, H) packed and the scores are for
         one row group, keys from the pool (write_keys must have run in this pass)."""
@@ -50,13 +57,13 @@ class Indexer(nn.Module):
         if ctx is None:
             B, T, _ = x.shape
             q = self._rope(self.wq(x).reshape(B, T, n, d).transpose(0, 2, 1, 3), 0)  # (B, n, T, d)
-            k, w = self.keys(x, 0), self.weights_proj(x)                          # (B, S, d), (B, T, n)
+            k, w = self.keys(x, 0), self.weights_proj(x)  # (B, S, d), (B, T, n)
         else:
             q = self._rope(self.wq(x).reshape(-1, 1, n, d).transpose(0, 2, 1, 3), ctx.positions)
-            q = group.rows(q[:, :, 0]).transpose(0, 2, 1, 3)                      # (B, n, T, d)
+            q = group.rows(q[:, :, 0]).transpose(0, 2, 1, 3)  # (B, n, T, d)
             k, w = kv.ik[group.read_slots], group.rows(self.weights_proj(x))
-        dots = nn.relu(q @ k[:, None].swapaxes(-1, -2) * (d ** -0.5))             # (B, n, T, S)
-        return ((w * n ** -0.5).transpose(0, 2, 1)[..., None] * dots).sum(axis=1)  # (B, T, S)
+        dots = nn.relu(q @ k[:, None].swapaxes(-1, -2) * (d**-0.5))  # (B, n, T, S)
+        return ((w * n**-0.5).transpose(0, 2, 1)[..., None] * dots).sum(axis=1)  # (B, T, S)
 
 
 def topk_select(scores: mx.array, causal: mx.array, k: int) -> mx.array:
@@ -65,7 +72,7 @@ def topk_select(scores: mx.array, causal: mx.array, k: int) -> mx.array:
     S = scores.shape[-1]
     if k >= S:
         return causal
-    masked = mx.where(causal[:, 0], scores, -mx.inf)                        # (B, T, S)
+    masked = mx.where(causal[:, 0], scores, -mx.inf)  # (B, T, S)
     top = mx.argpartition(-masked, kth=k - 1, axis=-1)[..., :k]
     chosen = mx.put_along_axis(mx.zeros(masked.shape, dtype=mx.bool_), top, mx.array(True), axis=-1)
     return causal & chosen[:, None]

@@ -8,6 +8,7 @@ runs under eager sync, only its head's product would be thrown away). The decisi
 kept on the pass whose MTP work it steers (`Launched.drafts_next`); when launching ahead
 did not come to it, the engine takes it after committing that pass.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,8 +31,8 @@ from .scheduler import PassPlan, Scheduler
 class Landed:
     """A pass's outputs on the host, once it has run."""
 
-    starts: list[int]            # each row's start position (host state matches what the pass assumed)
-    greedy: list[list[int]]      # (B, K) argmax at the logit positions
+    starts: list[int]  # each row's start position (host state matches what the pass assumed)
+    greedy: list[list[int]]  # (B, K) argmax at the logit positions
     drafts: Optional[list[int]]  # the fused MTP's draft for each row's next pass
 
 
@@ -40,15 +41,15 @@ class Launched:
     """A pass whose graph is queued; its outputs are lazy until `wait()`."""
 
     plan: PassPlan
-    first: list[int]              # packed index of each row's first token
-    logits: mx.array              # (B, K, V)
-    hidden: mx.array              # (N, H)
-    greedy: mx.array              # (B, K) argmax at the logit positions
-    drafts: Optional[mx.array]    # (B,) the fused MTP's draft for each row's next pass
-    starts: mx.array              # (B,) start position of each row, in the graph
+    first: list[int]  # packed index of each row's first token
+    logits: mx.array  # (B, K, V)
+    hidden: mx.array  # (N, H)
+    greedy: mx.array  # (B, K) argmax at the logit positions
+    drafts: Optional[mx.array]  # (B,) the fused MTP's draft for each row's next pass
+    starts: mx.array  # (B,) start position of each row, in the graph
     draft_in: Optional[mx.array]  # (B,) the draft each row verifies (drafted rows)
-    fused: bool                   # the MTP layer's work for this pass ran inside it
-    ahead: bool = False           # built before the previous pass was committed
+    fused: bool  # the MTP layer's work for this pass ran inside it
+    ahead: bool = False  # built before the previous pass was committed
     drafts_next: Optional[bool] = None  # whether the pass after this one drafts, once decided
 
     @property
@@ -65,17 +66,23 @@ class Launched:
 class MTPInputs:
     """What the MTP layer fused into a target pass reads (Forward.main_and_draft)."""
 
-    next_known: mx.array   # (N,) the token after each packed position, where the host knows it
-    next_from: mx.array    # (N,) else the index into greedy.flatten() that holds it (-1: known)
-    candidates: mx.array   # (B, 2) the position to draft from if the draft is rejected / accepted
+    next_known: mx.array  # (N,) the token after each packed position, where the host knows it
+    next_from: mx.array  # (N,) else the index into greedy.flatten() that holds it (-1: known)
+    candidates: mx.array  # (B, 2) the position to draft from if the draft is rejected / accepted
 
 
 class Launcher:
-    def __init__(self, forward: Forward, scheduler: Scheduler, drafter: Optional[MTPDrafter],
-                 policy: DraftPolicy, config: EngineConfig):
+    def __init__(
+        self,
+        forward: Forward,
+        scheduler: Scheduler,
+        drafter: Optional[MTPDrafter],
+        policy: DraftPolicy,
+        config: EngineConfig,
+    ):
         self.forward, self.scheduler, self.drafter, self.policy = forward, scheduler, drafter, policy
         self.config = config
-        self.passes_queued = 0            # passes launched ahead of the previous commit
+        self.passes_queued = 0  # passes launched ahead of the previous commit
 
     def expected_width(self, rows: int) -> int:
         """Rows the next pass should hold when `rows` rows of this one go on: those and
@@ -95,21 +102,40 @@ class Launcher:
         plan = self.scheduler.plan(use_drafts=self.drafter is not None and self.policy.permits(width))
         starts = [s.computed for s in plan.rows]
         lens = [len(f) for f in plan.feeds]
-        lay = build_layout(starts, lens, [s.blocks for s in plan.rows], self.scheduler.pool.block_size,
-                           t_cap=max(self.config.prefill_chunk, 2))
+        lay = build_layout(
+            starts,
+            lens,
+            [s.blocks for s in plan.rows],
+            self.scheduler.pool.block_size,
+            t_cap=max(self.config.prefill_chunk, 2),
+        )
         tokens = np.zeros(lay.n_tokens, np.int32)
         K = 2 if any(plan.drafted) else 1
         out_index = np.zeros((len(lens), K), np.int32)
         for b, (feed, f) in enumerate(zip(plan.feeds, lay.first)):
-            tokens[f:f + len(feed)] = feed
+            tokens[f : f + len(feed)] = feed
             out_index[b] = [f, f + 1][:K] if plan.drafted[b] else f + len(feed) - 1
         draft_in = mx.array([s.draft or 0 for s in plan.rows], mx.int32) if K == 2 else None
         mtp = None
         if self.drafter is not None and self.drafter.can_fuse(plan.rows, drafting):
-            mtp = MTPInputs(*(mx.array(a) for a in self.drafter.fused_inputs(
-                plan.rows, plan.feeds, plan.drafted, starts, lay.first, K, lay.n_tokens)))
-        return self._dispatch(plan, mx.array(tokens), lay.ctx, mx.array(out_index), lay.first,
-                              mx.array(starts, mx.int32), draft_in, mtp)
+            mtp = MTPInputs(
+                *(
+                    mx.array(a)
+                    for a in self.drafter.fused_inputs(
+                        plan.rows, plan.feeds, plan.drafted, starts, lay.first, K, lay.n_tokens
+                    )
+                )
+            )
+        return self._dispatch(
+            plan,
+            mx.array(tokens),
+            lay.ctx,
+            mx.array(out_index),
+            lay.first,
+            mx.array(starts, mx.int32),
+            draft_in,
+            mtp,
+        )
 
     def launch_ahead(self, cur: Launched) -> Optional[Launched]:
         """Queue the pass after `cur` before cur's tokens are known, when its inputs follow
@@ -118,12 +144,12 @@ class Launcher:
         if not self.config.pipeline or plan.kind != "decode" or any(s.temperature > 0 for s in plan.rows):
             return None
         if len(plan.rows) < len(sched.running):
-            return None                     # the token budget left a prefill out: plan the next pass
+            return None  # the token budget left a prefill out: plan the next pass
         keep = continuing_rows(cur)
         if not keep:
             return None
         if sched.waiting and len(sched.running) - (len(plan.rows) - len(keep)) < self.config.max_batch_size:
-            return None                     # a slot may open: admit at the next planned pass
+            return None  # a slot may open: admit at the next planned pass
         want = False
         if drafter is not None:
             want = cur.drafts_next = self.policy.decide(self.expected_width(len(keep)))
@@ -131,14 +157,14 @@ class Launcher:
             # graph (a fused pass); a lazy pass that does not draft runs no MTP at all.
             if (want or drafter.eager) and not cur.fused:
                 return None
-            want = want and cur.drafts is not None   # cur's head ran only if drafts could follow
+            want = want and cur.drafts is not None  # cur's head ran only if drafts could follow
         rows = [plan.rows[b] for b in keep]
         T, B = (2 if want else 1), len(rows)
         reach = [s.computed + len(plan.feeds[b]) + T for s, b in zip(rows, keep)]
         for s, r in zip(rows, reach):
             sched.ensure_blocks(s, r)
         starts, token, draft = next_inputs(cur)
-        if len(keep) < len(plan.rows):      # rows sure to be done after cur drop out
+        if len(keep) < len(plan.rows):  # rows sure to be done after cur drop out
             idx = mx.array(keep, mx.int32)
             starts, token, draft = (None if x is None else x[idx] for x in (starts, token, draft))
         ctx = ahead_layout(rows, reach, starts, T, sched.pool.block_size)
@@ -151,18 +177,44 @@ class Launcher:
             cand = positions.reshape(B, T) if T == 2 else mx.repeat(positions[:, None], 2, axis=1)
             mtp = MTPInputs(mx.zeros((B * T,), mx.int32), positions, cand)
         self.passes_queued += 1
-        return self._dispatch(nplan, tokens, ctx, positions.reshape(B, T), list(range(0, B * T, T)), starts,
-                              draft if want else None, mtp, ahead=True)
+        return self._dispatch(
+            nplan,
+            tokens,
+            ctx,
+            positions.reshape(B, T),
+            list(range(0, B * T, T)),
+            starts,
+            draft if want else None,
+            mtp,
+            ahead=True,
+        )
 
-    def _dispatch(self, plan: PassPlan, tokens: mx.array, ctx: PassContext, out_index: mx.array,
-                  first: list[int], starts: mx.array, draft_in: Optional[mx.array], mtp: Optional[MTPInputs],
-                  ahead: bool = False) -> Launched:
+    def _dispatch(
+        self,
+        plan: PassPlan,
+        tokens: mx.array,
+        ctx: PassContext,
+        out_index: mx.array,
+        first: list[int],
+        starts: mx.array,
+        draft_in: Optional[mx.array],
+        mtp: Optional[MTPInputs],
+        ahead: bool = False,
+    ) -> Launched:
         """Queue the target pass, with the MTP layer fused in when `mtp` is given."""
         drafts = None
         if mtp is not None:
             logits, hidden, greedy, drafts = self.forward.main_and_draft(
-                tokens, ctx, out_index, mtp.next_known, mtp.next_from, mtp.candidates, draft_in,
-                mx.array(plan.drafted), self._drafts_wanted_after(len(plan.rows)))
+                tokens,
+                ctx,
+                out_index,
+                mtp.next_known,
+                mtp.next_from,
+                mtp.candidates,
+                draft_in,
+                mx.array(plan.drafted),
+                self._drafts_wanted_after(len(plan.rows)),
+            )
         else:
             logits, hidden = self.forward.main(tokens, ctx, out_index)
             greedy = mx.argmax(logits, axis=-1)

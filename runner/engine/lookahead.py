@@ -16,6 +16,7 @@ token) was still computed in pass n+1: that work is discarded. Its blocks are fr
 after pass n; pass n+1 may still write one slot in them, which is harmless because a
 block's next owner writes every slot before reading it.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional

@@ -9,6 +9,7 @@ wide matmuls train far faster than gather_mm's per-token products). With a PassC
 it reads and writes the paged pools of one batched pass.
 This file knows nothing about scheduling, sampling or checkpoints on disk.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ class Capture:
     """What a plain forward collects besides its outputs, in the order the layers ran
     (the main layers, then the MTP layer's when it runs)."""
 
-    normed: list = field(default_factory=list)         # per decoder layer: input_layernorm output (B, T, H)
+    normed: list = field(default_factory=list)  # per decoder layer: input_layernorm output (B, T, H)
     expert_counts: list = field(default_factory=list)  # per MoE layer: (E,) tokens routed to each expert
 
 
@@ -43,8 +44,15 @@ class DecoderLayer(nn.Module):
         if with_indexer:
             self.indexer = Indexer(args)
 
-    def __call__(self, x: mx.array, ctx: Optional[PassContext] = None, kv: Optional[LayerKV] = None,
-                 index_topk: int = 0, capture: Optional[Capture] = None, dense_moe: bool = False) -> mx.array:
+    def __call__(
+        self,
+        x: mx.array,
+        ctx: Optional[PassContext] = None,
+        kv: Optional[LayerKV] = None,
+        index_topk: int = 0,
+        capture: Optional[Capture] = None,
+        dense_moe: bool = False,
+    ) -> mx.array:
         n = self.input_layernorm(x)
         if capture is not None:
             capture.normed.append(n)
@@ -52,8 +60,12 @@ class DecoderLayer(nn.Module):
         if index_topk and ctx is not None:
             self.indexer.write_keys(n, ctx, kv)
             # Static shapes: a group whose every context fits in index_topk stays dense.
-            select = [topk_select(self.indexer.scores(n, ctx, kv, g), g.mask, index_topk)
-                      if g.read_slots.shape[1] > index_topk else None for g in ctx.groups]
+            select = [
+                topk_select(self.indexer.scores(n, ctx, kv, g), g.mask, index_topk)
+                if g.read_slots.shape[1] > index_topk
+                else None
+                for g in ctx.groups
+            ]
         h = x + self.self_attn(n, ctx, kv, select)
         m = self.post_attention_layernorm(h)
         return h + (self.mlp(m, capture, dense_moe) if isinstance(self.mlp, MoE) else self.mlp(m))
@@ -76,9 +88,15 @@ class MTPLayer(DecoderLayer):
         self.eh_proj_t = Fused((mx.contiguous(self.eh_proj.weight.T),))
         mx.eval(self.eh_proj_t.arrays)
 
-    def __call__(self, hidden: mx.array, next_embed: mx.array, ctx: Optional[PassContext] = None,
-                 kv: Optional[LayerKV] = None, capture: Optional[Capture] = None,
-                 dense_moe: bool = False) -> mx.array:
+    def __call__(
+        self,
+        hidden: mx.array,
+        next_embed: mx.array,
+        ctx: Optional[PassContext] = None,
+        kv: Optional[LayerKV] = None,
+        capture: Optional[Capture] = None,
+        dense_moe: bool = False,
+    ) -> mx.array:
         joined = mx.concatenate([self.enorm(next_embed), self.hnorm(hidden)], axis=-1)
         # The plain path projects with eh_proj itself, as attention does: distillation
         # trains the MTP layer of a fused model, and gradients must reach the weight.
@@ -112,25 +130,43 @@ class Model(nn.Module):
             return self.embed_tokens.as_linear(h)
         return self.lm_head(h)
 
-    def hidden_states(self, tokens: mx.array, ctx: Optional[PassContext] = None,
-                      kv: Optional[list[LayerKV]] = None, index_topk: int = 0,
-                      capture: Optional[Capture] = None, dense_moe: bool = False) -> mx.array:
+    def hidden_states(
+        self,
+        tokens: mx.array,
+        ctx: Optional[PassContext] = None,
+        kv: Optional[list[LayerKV]] = None,
+        index_topk: int = 0,
+        capture: Optional[Capture] = None,
+        dense_moe: bool = False,
+    ) -> mx.array:
         """tokens (B, T) -> hidden (B, T, H) after the final norm."""
         h = self.embed_tokens(tokens)
         for i, layer in enumerate(self.layers):
             h = layer(h, ctx, None if kv is None else kv[i], index_topk, capture, dense_moe)
         return self.norm(h)
 
-    def __call__(self, tokens: mx.array, ctx: Optional[PassContext] = None,
-                 kv: Optional[list[LayerKV]] = None, index_topk: int = 0,
-                 capture: Optional[Capture] = None, dense_moe: bool = False) -> tuple[mx.array, mx.array]:
+    def __call__(
+        self,
+        tokens: mx.array,
+        ctx: Optional[PassContext] = None,
+        kv: Optional[list[LayerKV]] = None,
+        index_topk: int = 0,
+        capture: Optional[Capture] = None,
+        dense_moe: bool = False,
+    ) -> tuple[mx.array, mx.array]:
         """tokens (B, T) -> (logits (B, T, V), hidden (B, T, H) after the final norm)."""
         h = self.hidden_states(tokens, ctx, kv, index_topk, capture, dense_moe)
         return self.head(h), h
 
-    def mtp_forward(self, hidden: mx.array, next_tokens: mx.array, ctx: Optional[PassContext] = None,
-                    kv: Optional[LayerKV] = None, capture: Optional[Capture] = None,
-                    dense_moe: bool = False) -> mx.array:
+    def mtp_forward(
+        self,
+        hidden: mx.array,
+        next_tokens: mx.array,
+        ctx: Optional[PassContext] = None,
+        kv: Optional[LayerKV] = None,
+        capture: Optional[Capture] = None,
+        dense_moe: bool = False,
+    ) -> mx.array:
         """(h_i, token_{i+1}) pairs -> logits predicting token_{i+2}: (B, T, V)."""
         return self.head(self.mtp(hidden, self.embed_tokens(next_tokens), ctx, kv, capture, dense_moe))
 

@@ -1,6 +1,7 @@
 """Mixture-of-experts feed-forward: sigmoid router with correction bias and grouped
 top-k, routed experts stacked per weight and run through `mx.gather_mm`, plus shared
 experts added unweighted. Also the dense SwiGLU MLP used by the first layers."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -57,7 +58,7 @@ def route(logits: mx.array, bias: mx.array, args: ModelArgs) -> tuple[mx.array, 
     scores = mx.sigmoid(logits.astype(mx.float32))
     choice = scores + bias
     if args.n_group > 1:
-        grouped = mx.unflatten(choice, -1, (args.n_group, -1))             # (..., G, E/G)
+        grouped = mx.unflatten(choice, -1, (args.n_group, -1))  # (..., G, E/G)
         group_score = mx.topk(grouped, 2, axis=-1).sum(axis=-1, keepdims=True)
         drop = args.n_group - args.topk_group
         if drop > 0:
@@ -94,7 +95,7 @@ class StackedExperts(nn.Module):
 
     def __init__(self, hidden: int, inner: int, n_experts: int):
         super().__init__()
-        s_in, s_out = hidden ** -0.5, inner ** -0.5
+        s_in, s_out = hidden**-0.5, inner**-0.5
         self.gate_proj = mx.random.uniform(-s_in, s_in, (n_experts, inner, hidden))
         self.up_proj = mx.random.uniform(-s_in, s_in, (n_experts, inner, hidden))
         self.down_proj = mx.random.uniform(-s_out, s_out, (n_experts, hidden, inner))
@@ -120,12 +121,12 @@ class StackedExperts(nn.Module):
         in a few wide matmuls, which train far faster on the CPU than gather_mm's per-token
         products. Runs on the parameters (training needs their gradients)."""
         E, I, H = self.gate_proj.shape
-        chosen = inds[..., None] == mx.arange(E)                                # (..., k, E)
-        combine = (chosen * weights[..., None]).sum(axis=-2)                    # (..., E)
+        chosen = inds[..., None] == mx.arange(E)  # (..., k, E)
+        combine = (chosen * weights[..., None]).sum(axis=-2)  # (..., E)
         g = (x @ self.gate_proj.reshape(E * I, H).T).reshape(*x.shape[:-1], E, I)  # (..., E, I)
         u = (x @ self.up_proj.reshape(E * I, H).T).reshape(*x.shape[:-1], E, I)
         a = nn.silu(g) * u * combine[..., None]
-        down = self.down_proj.transpose(0, 2, 1).reshape(E * I, H)             # (E*I, H)
+        down = self.down_proj.transpose(0, 2, 1).reshape(E * I, H)  # (E*I, H)
         return a.reshape(*x.shape[:-1], E * I) @ down
 
     def __call__(self, x: mx.array, inds: mx.array) -> mx.array:
@@ -134,16 +135,20 @@ class StackedExperts(nn.Module):
         dtype, shape, k = x.dtype, inds.shape, inds.shape[-1]
         if inds.size < SORT_FROM_TOKENS:
             # Few pairs: x (..., 1, 1, H) broadcasts against the indices, no row index needed.
-            h = mx.gather_mm(x[..., None, None, :].astype(gate_up.dtype), gate_up, rhs_indices=inds)  # (..., k, 1, 2I)
+            h = mx.gather_mm(
+                x[..., None, None, :].astype(gate_up.dtype), gate_up, rhs_indices=inds
+            )  # (..., k, 1, 2I)
             g, u = mx.split(h, 2, axis=-1)
-            return mx.gather_mm(nn.silu(g) * u, down, rhs_indices=inds)[..., 0, :].astype(dtype)  # (..., k, H)
-        x = x.reshape(-1, 1, x.shape[-1]).astype(gate_up.dtype)              # (N, 1, H)
+            return mx.gather_mm(nn.silu(g) * u, down, rhs_indices=inds)[..., 0, :].astype(
+                dtype
+            )  # (..., k, H)
+        x = x.reshape(-1, 1, x.shape[-1]).astype(gate_up.dtype)  # (N, 1, H)
         # Sorted, contiguous runs per expert let gather_mm batch its matmuls.
         order = mx.argsort(inds.reshape(-1))
         idx, rows = inds.reshape(-1)[order], order // k
         h = mx.gather_mm(x, gate_up, lhs_indices=rows, rhs_indices=idx, sorted_indices=True)  # (N*k, 1, 2I)
         g, u = mx.split(h, 2, axis=-1)
-        y = mx.gather_mm(nn.silu(g) * u, down, rhs_indices=idx, sorted_indices=True)        # (N*k, 1, H)
+        y = mx.gather_mm(nn.silu(g) * u, down, rhs_indices=idx, sorted_indices=True)  # (N*k, 1, H)
         return y[mx.argsort(order)].reshape(*shape, -1).astype(dtype)
 
 
@@ -161,7 +166,7 @@ class MoE(nn.Module):
         inds, weights = self.gate(x)
         if capture is not None:
             E = self.experts.gate_proj.shape[0]
-            chosen = inds[..., None] == mx.arange(E)                            # (..., k, E)
+            chosen = inds[..., None] == mx.arange(E)  # (..., k, E)
             capture.expert_counts.append(mx.stop_gradient(chosen.reshape(-1, E).sum(axis=0)))
         if dense:
             y = self.experts.dense(x, inds, weights)

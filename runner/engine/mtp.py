@@ -7,6 +7,7 @@ not, so its KV stays current; `lazy` runs it only when the next pass may draft, 
 the skipped hidden states per row (counted in its state bytes) to catch up from. At
 depth 1 the MTP KV never holds an unverified pair, so it never rolls back.
 """
+
 from __future__ import annotations
 
 import mlx.core as mx
@@ -14,8 +15,8 @@ import numpy as np
 
 from .cache import BlockPool
 from .forward import Forward
-from .sampler import probs, sample
 from .layout import build_layout
+from .sampler import probs, sample
 from .sequence import Sequence
 
 
@@ -23,8 +24,9 @@ class MTPDrafter:
     def __init__(self, forward: Forward, pool: BlockPool, sync: str):
         self.forward, self.pool, self.eager = forward, pool, sync == "eager"
 
-    def run(self, rows: list[Sequence], starts: list[int], hidden: mx.array, first: list[int],
-            want_drafts: bool) -> None:
+    def run(
+        self, rows: list[Sequence], starts: list[int], hidden: mx.array, first: list[int], want_drafts: bool
+    ) -> None:
         """hidden: the target pass's packed hidden states; first[b]: row b's first index."""
         alive = [b for b, s in enumerate(rows) if not s.finished]
         if not alive:
@@ -33,7 +35,7 @@ class MTPDrafter:
             for b in alive:
                 seq = rows[b]
                 # Kept as slices, joined only at catch-up (no per-pass copy of the backlog).
-                part = hidden[first[b]:first[b] + seq.computed - starts[b]]
+                part = hidden[first[b] : first[b] + seq.computed - starts[b]]
                 if seq.pending_hidden is None:
                     seq.pending_hidden = []
                 seq.pending_hidden.append(part)
@@ -41,18 +43,21 @@ class MTPDrafter:
                 seq.draft = None
             return
         seqs = [rows[b] for b in alive]
-        lens = [s.computed - s.mtp_computed for s in seqs]   # backlog (lazy) + this pass's pairs
-        lay = build_layout([s.mtp_computed for s in seqs], lens, [s.blocks for s in seqs],
-                           self.pool.block_size)
+        lens = [s.computed - s.mtp_computed for s in seqs]  # backlog (lazy) + this pass's pairs
+        lay = build_layout(
+            [s.mtp_computed for s in seqs], lens, [s.blocks for s in seqs], self.pool.block_size
+        )
         nxt = np.zeros(lay.n_tokens, np.int32)
         for s, f, n in zip(seqs, lay.first, lens):
-            nxt[f:f + n] = s.tokens[s.mtp_computed + 1:s.mtp_computed + 1 + n]
+            nxt[f : f + n] = s.tokens[s.mtp_computed + 1 : s.mtp_computed + 1 + n]
         if any(s.pending_hidden is not None for s in seqs):
-            inputs = self._catch_up_inputs(seqs, [first[b] for b in alive], starts, alive, hidden, lay.n_tokens)
+            inputs = self._catch_up_inputs(
+                seqs, [first[b] for b in alive], starts, alive, hidden, lay.n_tokens
+            )
         else:  # every pair comes from this pass: one gather from the packed hidden states
             src = np.zeros(lay.n_tokens, np.int32)
             for b, f, n in zip(alive, lay.first, lens):
-                src[f:f + n] = np.arange(first[b], first[b] + n)
+                src[f : f + n] = np.arange(first[b], first[b] + n)
             inputs = hidden[mx.array(src)]
         last = mx.array([f + n - 1 for f, n in zip(lay.first, lens)])
         logits = self.forward.mtp(inputs, mx.array(nxt), lay.ctx, last)
@@ -71,12 +76,22 @@ class MTPDrafter:
     def can_fuse(self, rows: list[Sequence], drafting: bool) -> bool:
         """Whether this pass's MTP work can run inside the target pass: greedy rows whose
         MTP is in step, and a pass that will run the MTP (eager, or lazy while drafting)."""
-        return ((self.eager or drafting) and all(s.temperature == 0.0 for s in rows)
-                and all(s.pending_hidden is None and s.mtp_computed == s.computed for s in rows))
+        return (
+            (self.eager or drafting)
+            and all(s.temperature == 0.0 for s in rows)
+            and all(s.pending_hidden is None and s.mtp_computed == s.computed for s in rows)
+        )
 
     @staticmethod
-    def fused_inputs(rows: list[Sequence], feeds: list[list[int]], drafted: list[bool], starts: list[int],
-                     first: list[int], K: int, n_tokens: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def fused_inputs(
+        rows: list[Sequence],
+        feeds: list[list[int]],
+        drafted: list[bool],
+        starts: list[int],
+        first: list[int],
+        K: int,
+        n_tokens: int,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(next_known, next_from, candidates) for Forward.main_and_draft. The pair at
         position i needs token i+1: from the prompt when known, else the target's argmax
         at this pass (first output token, committed token, bonus). candidates[b]: the
@@ -86,9 +101,9 @@ class MTPDrafter:
         cand = np.zeros((len(rows), 2), np.int32)
         for b, (seq, feed, f, s) in enumerate(zip(rows, feeds, first, starts)):
             n = len(feed)
-            nxt = seq.tokens[s + 1:s + 1 + n]
-            known[f:f + len(nxt)] = nxt
-            if len(nxt) < n:                       # the last pair(s) wait on this pass's argmax
+            nxt = seq.tokens[s + 1 : s + 1 + n]
+            known[f : f + len(nxt)] = nxt
+            if len(nxt) < n:  # the last pair(s) wait on this pass's argmax
                 src[f + len(nxt)] = b * K
                 if drafted[b]:
                     src[f + 1] = b * K + 1
@@ -110,6 +125,6 @@ class MTPDrafter:
         parts = []
         for s, f, b in zip(seqs, firsts, alive):
             parts.extend(s.pending_hidden or [])
-            parts.append(hidden[f:f + s.computed - starts[b]])
+            parts.append(hidden[f : f + s.computed - starts[b]])
         flat = mx.concatenate(parts)
         return mx.pad(flat, [(0, n_tokens - flat.shape[0]), (0, 0)])

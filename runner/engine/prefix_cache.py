@@ -6,6 +6,7 @@ hit, so a hash collision can never serve wrong KV. Only blocks whose KV (and MTP
 fully computed from committed prompt tokens are inserted: a drafted position is never
 cached. Eviction is least-recently-used, down to the budget, after every pass.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,7 +22,9 @@ def block_key(prev: bytes, tokens: list[int]) -> bytes:
 class PrefixCache:
     def __init__(self, pool: BlockPool, budget_bytes: int):
         self.pool, self.budget = pool, budget_bytes
-        self.entries: OrderedDict[bytes, tuple[int, tuple[int, ...]]] = OrderedDict()  # key -> (block, tokens)
+        self.entries: OrderedDict[bytes, tuple[int, tuple[int, ...]]] = (
+            OrderedDict()
+        )  # key -> (block, tokens)
 
     @property
     def enabled(self) -> bool:
@@ -37,7 +40,7 @@ class PrefixCache:
             return []
         bs, key, hits = self.pool.block_size, b"", []
         for j in range((len(prompt) - 1) // bs):
-            toks = prompt[j * bs:(j + 1) * bs]
+            toks = prompt[j * bs : (j + 1) * bs]
             key = block_key(key, toks)
             entry = self.entries.get(key)
             if entry is None or entry[1] != tuple(toks):
@@ -53,7 +56,7 @@ class PrefixCache:
             return
         bs, key = self.pool.block_size, b""
         for j in range(min(valid_tokens, len(prompt)) // bs):
-            toks = prompt[j * bs:(j + 1) * bs]
+            toks = prompt[j * bs : (j + 1) * bs]
             key = block_key(key, toks)
             if key in self.entries:
                 self.entries.move_to_end(key)

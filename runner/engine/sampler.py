@@ -1,5 +1,6 @@
 """Logits -> tokens. Pure functions over NumPy rows; each request has its own seeded
 Generator, so a row's samples do not depend on which rows share its pass."""
+
 from __future__ import annotations
 
 import numpy as np

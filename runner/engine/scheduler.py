@@ -9,6 +9,7 @@ share what is left, in admission order, and a prefill row that gets nothing sits
 pass out. A pass without decode rows always prefills (the budget is at least one
 token). How the pass's tokens are then laid out for the model is layout.py's job.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -22,12 +23,12 @@ from .sequence import Sequence
 @dataclass
 class PassPlan:
     rows: list[Sequence]
-    feeds: list[list[int]]      # tokens fed per row
-    drafted: list[bool]         # row carries a draft (its last fed token)
+    feeds: list[list[int]]  # tokens fed per row
+    drafted: list[bool]  # row carries a draft (its last fed token)
     prefill_tokens: int
     decode_tokens: int
     feeds_in_graph: bool = False  # feeds are zeros of the right lengths: the tokens are the
-                                  # previous pass's outputs, still in the graph (lookahead.py)
+    # previous pass's outputs, still in the graph (lookahead.py)
 
     @property
     def kind(self) -> str:
@@ -36,10 +37,16 @@ class PassPlan:
 
 
 class Scheduler:
-    def __init__(self, max_batch_size: int, prefill_chunk: int, pool: BlockPool, prefix: PrefixCache,
-                 max_pass_tokens: int = 0):
+    def __init__(
+        self,
+        max_batch_size: int,
+        prefill_chunk: int,
+        pool: BlockPool,
+        prefix: PrefixCache,
+        max_pass_tokens: int = 0,
+    ):
         self.max_batch_size, self.prefill_chunk = max_batch_size, prefill_chunk
-        self.max_pass_tokens = max_pass_tokens    # 0: no budget
+        self.max_pass_tokens = max_pass_tokens  # 0: no budget
         self.pool, self.prefix = pool, prefix
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -57,7 +64,7 @@ class Scheduler:
     def plan(self, use_drafts: bool) -> PassPlan:
         """The next pass: every decode row, then the prefill chunks the budget leaves room
         for; rows keep their admission order."""
-        feeds: list = [None] * len(self.running)   # None: the row sits this pass out
+        feeds: list = [None] * len(self.running)  # None: the row sits this pass out
         n_decode = n_prefill = 0
         for i, seq in enumerate(self.running):
             if not seq.prefilling:
@@ -65,11 +72,11 @@ class Scheduler:
                     seq.draft = None
                 feeds[i] = [seq.tokens[-1]] if seq.draft is None else [seq.tokens[-1], seq.draft]
                 n_decode += len(feeds[i])
-        left = self.max_pass_tokens - n_decode if self.max_pass_tokens else None   # None: no budget
+        left = self.max_pass_tokens - n_decode if self.max_pass_tokens else None  # None: no budget
         for i, seq in enumerate(self.running):
             if seq.prefilling and (left is None or left > 0):
                 n = self.prefill_chunk if left is None else min(self.prefill_chunk, left)
-                feeds[i] = seq.tokens[seq.computed: seq.computed + n]
+                feeds[i] = seq.tokens[seq.computed : seq.computed + n]
                 n_prefill += len(feeds[i])
                 left = None if left is None else left - len(feeds[i])
         rows = [s for s, f in zip(self.running, feeds) if f is not None]

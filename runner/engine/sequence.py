@@ -5,6 +5,7 @@ Invariants after every pass (checked by tests): the main KV holds positions
 the pairs (h_i, x_{i+1}) for i < mtp_computed <= computed; token_ns holds one commit
 time per output token.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,15 +24,15 @@ class Sequence:
     rng: np.random.Generator
     arrival_ns: int
     tokens: list[int] = field(default_factory=list)
-    computed: int = 0            # positions whose main KV (and indexer keys) are written
-    mtp_computed: int = 0        # pairs the MTP layer has consumed (its KV length)
+    computed: int = 0  # positions whose main KV (and indexer keys) are written
+    mtp_computed: int = 0  # pairs the MTP layer has consumed (its KV length)
     blocks: list[int] = field(default_factory=list)
     draft: Optional[int] = None  # proposal for tokens[len(tokens)], verified next pass
     draft_probs: Optional[np.ndarray] = None  # the draft distribution q (sampling only)
     pending_hidden: Optional[list] = None  # (n_i, H) hidden-state slices the lazy MTP has not consumed
-    pending_bytes: int = 0                  # their size, kept as they come (state bytes every pass)
-    cached_tokens: int = 0       # prompt tokens served by the prefix cache
-    prefix_offered: bool = False # its prompt blocks were offered to the prefix cache
+    pending_bytes: int = 0  # their size, kept as they come (state bytes every pass)
+    cached_tokens: int = 0  # prompt tokens served by the prefix cache
+    prefix_offered: bool = False  # its prompt blocks were offered to the prefix cache
     token_ns: list[int] = field(default_factory=list)  # commit time of each output token, in order
     first_token_ns: int = 0
     done_ns: int = 0
@@ -54,4 +55,4 @@ class Sequence:
 
     @property
     def output(self) -> list[int]:
-        return self.tokens[len(self.prompt):]
+        return self.tokens[len(self.prompt) :]

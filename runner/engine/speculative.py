@@ -6,6 +6,7 @@ from the draft's own position is committed too. Sampling: the draft is kept with
 probability min(1, p/q), else a token is drawn from norm(max(0, p - q)), so the
 committed tokens are distributed exactly as without drafting. Commits stop token by
 token at EOS or max_new_tokens (so an EOS as the accepted draft drops the bonus)."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -16,7 +17,9 @@ from .sampler import accept_draft, probs, sample
 from .sequence import Sequence
 
 
-def choose(seq: Sequence, greedy: list[int], logits: Optional[np.ndarray], drafted: bool) -> tuple[list[int], bool]:
+def choose(
+    seq: Sequence, greedy: list[int], logits: Optional[np.ndarray], drafted: bool
+) -> tuple[list[int], bool]:
     """Tokens to commit (before stop rules) and whether the draft was accepted.
     greedy: the target argmax at the row's logit positions; logits: (K, V), sampling rows only."""
     if seq.temperature == 0.0:

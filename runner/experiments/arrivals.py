@@ -24,6 +24,7 @@ Request ids, and so prompts (workload.PromptStream.prompt_of):
 
 This module does not talk to a runtime or the store.
 """
+
 from __future__ import annotations
 
 import random
@@ -35,13 +36,13 @@ from .declaration import Workload
 from .workload import PromptStream
 
 NS = 1_000_000_000
-POISSON_CLIENT = 0     # one arrival process: every Poisson request is client 0
+POISSON_CLIENT = 0  # one arrival process: every Poisson request is client 0
 
 
 @dataclass(frozen=True)
 class Arrival:
     request_id: int
-    at_ns: int             # cell-relative: when it arrives (a wait for a free slot comes after)
+    at_ns: int  # cell-relative: when it arrives (a wait for a free slot comes after)
     client: int
     prompt: list[int]
     max_new_tokens: int
@@ -50,7 +51,7 @@ class Arrival:
 
 def poisson_gaps(seed: int, rate: float) -> Iterator[int]:
     """The inter-arrival gaps in ns, gap k between arrivals k and k + 1."""
-    rng = random.Random(f"poisson:{seed}")   # a str seed is hashed with sha512: stable
+    rng = random.Random(f"poisson:{seed}")  # a str seed is hashed with sha512: stable
     while True:
         yield round(rng.expovariate(rate) * NS)
 
@@ -72,8 +73,11 @@ class Poisson:
     def due(self, now_ns: int, tokens: int) -> list[Arrival]:
         out = []
         while self._at <= now_ns and self._more(tokens):
-            out.append(Arrival(self._k, self._at, POISSON_CLIENT, self._stream.prompt_of(self._k),
-                               self._w.max_new_tokens))
+            out.append(
+                Arrival(
+                    self._k, self._at, POISSON_CLIENT, self._stream.prompt_of(self._k), self._w.max_new_tokens
+                )
+            )
             self._k += 1
             self._at += next(self._gaps)
         return out
@@ -90,10 +94,12 @@ class Script:
         self._w, self._stream = w, stream
         self._size = len(w.script)
         # Sent in time order; entries at the same time in declared order.
-        self._entries = sorted(((round(e.at * NS), j, e) for j, e in enumerate(w.script)
-                                if e.lane < concurrency), key=lambda x: (x[0], x[1]))
+        self._entries = sorted(
+            ((round(e.at * NS), j, e) for j, e in enumerate(w.script) if e.lane < concurrency),
+            key=lambda x: (x[0], x[1]),
+        )
         self._play, self._offset, self._next = 0, 0, 0
-        self._open: set[int] = set()   # the current play's requests not yet finished
+        self._open: set[int] = set()  # the current play's requests not yet finished
         self._last_done = 0
         self.done = not self._entries
 
@@ -104,8 +110,16 @@ class Script:
             if self._offset + at > now_ns:
                 break
             k = self._play * self._size + j
-            out.append(Arrival(k, self._offset + at, e.lane,
-                               self._stream.prompt_of(k, e.prompt_tokens), e.max_new_tokens, e.label))
+            out.append(
+                Arrival(
+                    k,
+                    self._offset + at,
+                    e.lane,
+                    self._stream.prompt_of(k, e.prompt_tokens),
+                    e.max_new_tokens,
+                    e.label,
+                )
+            )
             self._open.add(k)
             self._next += 1
         return out

@@ -9,6 +9,7 @@ cell-relative once it has ended (close()), so the loop that is being timed does 
 as it can. This module runs nothing and knows nothing about the store's tables beyond
 the column names.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,7 +19,7 @@ from runner.runtimes import Finished
 
 from .declaration import Workload
 
-IN_MEMORY_ONLY = ("token_ns",)   # request-row keys that go to the tokens table, not requests
+IN_MEMORY_ONLY = ("token_ns",)  # request-row keys that go to the tokens table, not requests
 
 
 def output_sha256(tokens) -> str:
@@ -40,25 +41,38 @@ def needs_more(w: Workload, sent: int, elapsed_ns: int, tokens: int, least: int 
 @dataclass
 class CellRows:
     requests: list[dict] = field(default_factory=list)
-    passes: list[dict] | None = field(default_factory=list)   # None: the runtime has none
+    passes: list[dict] | None = field(default_factory=list)  # None: the runtime has none
 
     @property
     def output_tokens(self) -> int:
         return sum(r["output_tokens"] for r in self.requests)
 
-    def add(self, ev: Finished, request_id: int, client: int, arrival_ns: int | None = None,
-            label: str | None = None) -> None:
+    def add(
+        self,
+        ev: Finished,
+        request_id: int,
+        client: int,
+        arrival_ns: int | None = None,
+        label: str | None = None,
+    ) -> None:
         """A finished request, its times still raw (perf_counter_ns). `arrival_ns` replaces
         the runtime's submit time: an open-loop request arrived when its schedule said,
         however long it then waited for a free slot."""
-        self.requests.append({
-            "request_id": request_id, "client": client, "label": label,
-            "prompt_tokens": ev.prompt_tokens, "output_tokens": ev.output_tokens,
-            "cached_tokens": ev.cached_tokens,
-            "arrival_ns": ev.arrival_ns if arrival_ns is None else arrival_ns,
-            "first_token_ns": ev.first_token_ns, "done_ns": ev.done_ns,
-            "output_sha256": None if ev.tokens is None else output_sha256(ev.tokens),
-            "token_ns": ev.token_ns})
+        self.requests.append(
+            {
+                "request_id": request_id,
+                "client": client,
+                "label": label,
+                "prompt_tokens": ev.prompt_tokens,
+                "output_tokens": ev.output_tokens,
+                "cached_tokens": ev.cached_tokens,
+                "arrival_ns": ev.arrival_ns if arrival_ns is None else arrival_ns,
+                "first_token_ns": ev.first_token_ns,
+                "done_ns": ev.done_ns,
+                "output_sha256": None if ev.tokens is None else output_sha256(ev.tokens),
+                "token_ns": ev.token_ns,
+            }
+        )
 
     def close(self, t0: int, passes: list | None) -> "CellRows":
         """Make every time relative to t0, take the cell's passes, order rows by request id."""
@@ -68,12 +82,27 @@ class CellRows:
             row["done_ns"] -= t0
             times = row["token_ns"]
             row["token_ns"] = None if times is None else tuple(t - t0 for t in times)
-        self.passes = None if passes is None else [{
-            "pass_index": p.pass_index, "start_ns": p.start_ns - t0, "duration_ns": p.duration_ns,
-            "kind": p.kind, "width": p.width, "prefill_tokens": p.prefill_tokens,
-            "decode_tokens": p.decode_tokens, "drafted": p.drafted, "accepted": p.accepted,
-            "emitted": p.emitted, "state_bytes": p.state_bytes,
-            "max_row_state_bytes": p.max_row_state_bytes} for p in passes]
+        self.passes = (
+            None
+            if passes is None
+            else [
+                {
+                    "pass_index": p.pass_index,
+                    "start_ns": p.start_ns - t0,
+                    "duration_ns": p.duration_ns,
+                    "kind": p.kind,
+                    "width": p.width,
+                    "prefill_tokens": p.prefill_tokens,
+                    "decode_tokens": p.decode_tokens,
+                    "drafted": p.drafted,
+                    "accepted": p.accepted,
+                    "emitted": p.emitted,
+                    "state_bytes": p.state_bytes,
+                    "max_row_state_bytes": p.max_row_state_bytes,
+                }
+                for p in passes
+            ]
+        )
         self.requests.sort(key=lambda r: r["request_id"])
         return self
 

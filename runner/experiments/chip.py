@@ -6,6 +6,7 @@ mlx_version, blas (the BLAS library the MLX process actually loaded), python. It
 is the chip_id, so a new MLX, BLAS or Python is a new chip on the pages. Nothing here
 varies from run to run on one machine (no hostname, no load, no clock).
 """
+
 from __future__ import annotations
 
 import os
@@ -15,14 +16,19 @@ import subprocess
 from pathlib import Path
 
 FIELDS = ("name", "device", "cores", "memory_bytes", "os", "mlx_version", "blas", "python")
-_BLAS_KINDS = (("small_sgemm", "sgemm of <= 4 rows: sgemv or AVX2 kernels"), ("openblas", "OpenBLAS"), ("mkl", "Intel MKL"), ("blis", "BLIS"),
-               ("accelerate", "Apple Accelerate"), ("libblas", "reference"))
+_BLAS_KINDS = (
+    ("small_sgemm", "sgemm of <= 4 rows: sgemv or AVX2 kernels"),
+    ("openblas", "OpenBLAS"),
+    ("mkl", "Intel MKL"),
+    ("blis", "BLIS"),
+    ("accelerate", "Apple Accelerate"),
+    ("libblas", "reference"),
+)
 
 
 def _sysctl(key: str) -> str:
     try:
-        return subprocess.run(["sysctl", "-n", key], capture_output=True, text=True,
-                              timeout=5).stdout.strip()
+        return subprocess.run(["sysctl", "-n", key], capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
 
@@ -59,6 +65,7 @@ def memory_bytes() -> int:
 def blas_library() -> str:
     """The BLAS shared library mapped into this process once MLX has run a matmul."""
     import mlx.core as mx
+
     a = mx.ones((32, 32))
     mx.eval(a @ a)
     if platform.system() == "Darwin":
@@ -67,14 +74,19 @@ def blas_library() -> str:
         maps = Path("/proc/self/maps").read_text()
     except OSError:
         return "unknown"
-    libs = sorted({Path(line.split()[-1]).name for line in maps.splitlines()
-                   if re.search(r"(blas|mkl_rt|blis)[^/]*\.so", line.split()[-1], re.I)})
+    libs = sorted(
+        {
+            Path(line.split()[-1]).name
+            for line in maps.splitlines()
+            if re.search(r"(blas|mkl_rt|blis)[^/]*\.so", line.split()[-1], re.I)
+        }
+    )
     if not libs:
         return "none loaded"
     described = []
     for lib in libs:
         kind = next((k for key, k in _BLAS_KINDS if key in lib.lower()), "unknown kind")
-        if kind == "OpenBLAS":   # its thread count changes decode speed (runner/blas.py)
+        if kind == "OpenBLAS":  # its thread count changes decode speed (runner/blas.py)
             kind += f", OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}"
         described.append(f"{lib} ({kind})")
     return ", ".join(described)
@@ -82,6 +94,7 @@ def blas_library() -> str:
 
 def fingerprint() -> dict:
     import mlx.core as mx
+
     return {
         "name": cpu_name(),
         "device": mx.default_device().type.name,  # "cpu" | "gpu"

@@ -4,6 +4,7 @@ readable lines on stderr with exit code 2 and no traceback; an interrupted run e
 and says how to resume; a run some of whose cells a runtime fault cost (a server not
 reachable, say) measures the rest, exits 1 and says how many failed. The work itself lives in execute.py and runner.store.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,11 +16,15 @@ from pathlib import Path
 
 DEFAULT_DB = Path("reports/data/runs.duckdb")
 EXPERIMENTS = Path("reports/experiments")
-QUICK_HELP = ("shrink the workload for a smoke test: 1 round, at most 2 requests per client, "
-              "at most 16 new tokens, no time or token minimum per cell; the runs are stored "
-              "with quick=true and pages label them")
-AA_HELP = ("A/A check: measure ARM against an identical copy of itself (arms ARM and ARM-aa, "
-           "same knobs), stored as experiment NAME-aa so it never mixes with NAME's runs")
+QUICK_HELP = (
+    "shrink the workload for a smoke test: 1 round, at most 2 requests per client, "
+    "at most 16 new tokens, no time or token minimum per cell; the runs are stored "
+    "with quick=true and pages label them"
+)
+AA_HELP = (
+    "A/A check: measure ARM against an identical copy of itself (arms ARM and ARM-aa, "
+    "same knobs), stored as experiment NAME-aa so it never mixes with NAME's runs"
+)
 
 
 def _err(*lines: str) -> None:
@@ -28,24 +33,35 @@ def _err(*lines: str) -> None:
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    p.description = ("Run every cell (arm x concurrency x round) of a declared experiment on "
-                     "each arm's runtime and append raw rows to DuckDB. Cells already complete for this "
-                     "declaration on this chip are skipped, so re-running resumes.")
+    p.description = (
+        "Run every cell (arm x concurrency x round) of a declared experiment on "
+        "each arm's runtime and append raw rows to DuckDB. Cells already complete for this "
+        "declaration on this chip are skipped, so re-running resumes."
+    )
     p.add_argument("experiment", help=f"a name (a file in {EXPERIMENTS}/) or a path to a .toml")
     p.add_argument("--quick", action="store_true", help=QUICK_HELP)
     p.add_argument("--json", action="store_true", help="progress as JSON lines on stderr")
     p.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database (default {DEFAULT_DB})")
     p.add_argument("--check", action="store_true", help="validate the declaration and stop")
     p.add_argument("--aa", metavar="ARM", help=AA_HELP)
-    p.add_argument("--no-openblas", action="store_true",
-                   help="keep MLX's bundled reference BLAS (default: re-run under Debian's OpenBLAS "
-                        "when installed; the chip fingerprint records which)")
-    p.add_argument("--remeasure", action="store_true",
-                   help="run every cell again even when complete runs exist; the new runs are "
-                        "appended and pages use the newest run of each cell and round")
-    p.add_argument("--plan", action="store_true",
-                   help="print this chip and the cells a run would measure (with an estimate of "
-                        "the time) as one JSON line, and stop")
+    p.add_argument(
+        "--no-openblas",
+        action="store_true",
+        help="keep MLX's bundled reference BLAS (default: re-run under Debian's OpenBLAS "
+        "when installed; the chip fingerprint records which)",
+    )
+    p.add_argument(
+        "--remeasure",
+        action="store_true",
+        help="run every cell again even when complete runs exist; the new runs are "
+        "appended and pages use the newest run of each cell and round",
+    )
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="print this chip and the cells a run would measure (with an estimate of "
+        "the time) as one JSON line, and stop",
+    )
 
 
 def _raise_interrupt(signum, frame):
@@ -54,6 +70,7 @@ def _raise_interrupt(signum, frame):
 
 def main_run(args: argparse.Namespace) -> int:
     from runner.store.store import StoreError
+
     from .declaration import DeclarationError, find_declaration, load
     from .workload import WorkloadError
 
@@ -72,18 +89,20 @@ def main_run(args: argparse.Namespace) -> int:
             _err(*(f"error: {i}" for i in e.issues))
             return 2
     if args.check:
-        print(f"{path}: valid ({len(exp.arms)} arms, concurrency {list(exp.concurrency)}, "
-              f"{exp.rounds} rounds)")
+        print(
+            f"{path}: valid ({len(exp.arms)} arms, concurrency {list(exp.concurrency)}, {exp.rounds} rounds)"
+        )
         return 0
     if not args.no_openblas:
         from runner import blas
+
         blas.reexec_with_openblas(blas.argv_from("run"))
     if args.quick:
         exp = exp.shrunk()
+    from runner.store import measurements
+
     from .execute import run_experiment
     from .progress import Progress
-
-    from runner.store import measurements
 
     progress = Progress(mode="json" if args.json else None)
     try:  # the database is a cache of the committed measurement folders: bring it up to date
@@ -92,6 +111,7 @@ def main_run(args: argparse.Namespace) -> int:
             progress.note(loaded.describe())
         if args.plan:
             from .plan import plan
+
             print(json.dumps(plan(exp, args.db, args.remeasure), sort_keys=True), flush=True)
             return 0
         before = measurements.complete_run_ids(args.db)
@@ -116,18 +136,24 @@ def main_run(args: argparse.Namespace) -> int:
     except Exception:
         traceback.print_exc()
         _save_measurement(args.db, before, progress)
-        _err(f"error: the run crashed; the cell in progress is marked failed, finished cells are "
-             f"kept; {resume}")
+        _err(
+            f"error: the run crashed; the cell in progress is marked failed, finished cells are "
+            f"kept; {resume}"
+        )
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
     saved = _save_measurement(args.db, before, progress)
-    progress.note(f"{exp.name}: {summary.completed} cells run, {summary.skipped} already complete "
-                  f"({summary.planned} planned) -> {args.db}")
-    if summary.faults:   # each was reported as its line when it happened
+    progress.note(
+        f"{exp.name}: {summary.completed} cells run, {summary.skipped} already complete "
+        f"({summary.planned} planned) -> {args.db}"
+    )
+    if summary.faults:  # each was reported as its line when it happened
         arms = sorted({cell.arm for cell, _ in summary.faults})
-        _err(f"error: {len(summary.faults)} cell(s) failed (arm{'s' if len(arms) > 1 else ''} "
-             f"{', '.join(arms)}); the other cells are kept; {resume}")
+        _err(
+            f"error: {len(summary.faults)} cell(s) failed (arm{'s' if len(arms) > 1 else ''} "
+            f"{', '.join(arms)}); the other cells are kept; {resume}"
+        )
         return 1
     return 0 if saved else 2
 
@@ -138,12 +164,15 @@ def _save_measurement(db: Path, before: set[str], progress) -> bool:
     and the database is rebuilt from them."""
     from runner.store import measurements
     from runner.store.store import StoreError
+
     try:
         for folder, runs in measurements.save_new_runs(db, before):
             progress.note(f"wrote {runs} run(s) to {folder} (commit this folder to publish them)")
     except StoreError as e:
-        _err(f"error: the new runs are in {db} but their measurement folder was not written: {e}; "
-             "the next load of the measurement folders writes it")
+        _err(
+            f"error: the new runs are in {db} but their measurement folder was not written: {e}; "
+            "the next load of the measurement folders writes it"
+        )
         return False
     return True
 
@@ -158,6 +187,7 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
 def main_export(args: argparse.Namespace) -> int:
     from runner.store.exchange import export_experiment
     from runner.store.store import Store, StoreError
+
     if not args.db.exists():
         _err(f"error: database {args.db} does not exist")
         return 2
@@ -167,14 +197,15 @@ def main_export(args: argparse.Namespace) -> int:
     except StoreError as e:
         _err(f"error: {e}")
         return 2
-    print(f"exported {args.experiment} to {args.out}: " +
-          ", ".join(f"{n} {t}" for t, n in written.items()))
+    print(f"exported {args.experiment} to {args.out}: " + ", ".join(f"{n} {t}" for t, n in written.items()))
     return 0
 
 
 def add_import_arguments(p: argparse.ArgumentParser) -> None:
-    p.description = ("Merge runs exported on other machines (an export folder, one of its "
-                     ".parquet files, or a bothrows .duckdb file). Idempotent by run id.")
+    p.description = (
+        "Merge runs exported on other machines (an export folder, one of its "
+        ".parquet files, or a bothrows .duckdb file). Idempotent by run id."
+    )
     p.add_argument("sources", nargs="+", type=Path, metavar="FILE_OR_DIR")
     p.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database (default {DEFAULT_DB})")
 
@@ -182,6 +213,7 @@ def add_import_arguments(p: argparse.ArgumentParser) -> None:
 def main_import(args: argparse.Namespace) -> int:
     from runner.store.exchange import import_tables, read_source
     from runner.store.store import Store, StoreError
+
     tables, problems = {}, []
     for source in args.sources:  # read everything first: a bad source imports nothing
         try:

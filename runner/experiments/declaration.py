@@ -6,6 +6,7 @@ one DeclarationError whose lines each name the file, the key and the reason. Not
 runs before a declaration is valid. This module does not build workloads or run cells.
 Relative paths (model, workload.prompts) are taken from the current directory.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,8 +22,7 @@ from runner.runtimes.knobs import DEFAULT_RUNTIME
 
 from .validate import DEFAULT_MIN_CELL_SECONDS, DEFAULT_MIN_CELL_TOKENS, check
 
-AA_SUFFIX = "-aa"   # `--aa ARM`: experiment NAME-aa, arms ARM and ARM-aa
-
+AA_SUFFIX = "-aa"  # `--aa ARM`: experiment NAME-aa, arms ARM and ARM-aa
 
 
 @dataclass(frozen=True)
@@ -45,51 +45,54 @@ class DeclarationError(Exception):
 class ScriptEntry:
     """One request of a scripted workload: sent `at` seconds after its play starts, at
     every concurrency above its lane."""
+
     at: float
-    prompt_tokens: int              # the whole prompt, shared prefix included
+    prompt_tokens: int  # the whole prompt, shared prefix included
     max_new_tokens: int
-    label: str | None = None        # stored with the request (requests.label)
+    label: str | None = None  # stored with the request (requests.label)
     lane: int = 0
 
 
 @dataclass(frozen=True)
 class Workload:
-    prompts: str                    # "heldout" or a JSONL path
-    requests_per_client: int        # the least each client sends in a cell (poisson: x concurrency)
+    prompts: str  # "heldout" or a JSONL path
+    requests_per_client: int  # the least each client sends in a cell (poisson: x concurrency)
     prompt_tokens: tuple[int, int]  # inclusive range (script: the entries' shortest and longest)
-    max_new_tokens: int             # (script: the entries' default, else their longest)
+    max_new_tokens: int  # (script: the entries' default, else their longest)
     temperature: float = 0.0
-    shared_prefix_tokens: int = 0   # every prompt starts with the same tokens
+    shared_prefix_tokens: int = 0  # every prompt starts with the same tokens
     # A cell keeps sending requests until both hold (then lets the ones in flight finish).
     min_cell_seconds: float = DEFAULT_MIN_CELL_SECONDS
     min_cell_tokens: int = DEFAULT_MIN_CELL_TOKENS
-    arrivals: str = "closed"        # "closed" | "poisson" | "script" (runner/experiments/arrivals.py)
-    rate: float | None = None       # poisson: requests per second
+    arrivals: str = "closed"  # "closed" | "poisson" | "script" (runner/experiments/arrivals.py)
+    rate: float | None = None  # poisson: requests per second
     script: tuple[ScriptEntry, ...] = ()
-    slo_ttft_ms: float | None = None   # the declared service-level objective, stored per run
+    slo_ttft_ms: float | None = None  # the declared service-level objective, stored per run
     slo_tpot_ms: float | None = None
 
     @property
     def max_context(self) -> int:
         """The longest context a cell reaches (a bound: what warm-up traces shapes up to)."""
-        longest = max([self.prompt_tokens[1] + self.max_new_tokens]
-                      + [e.prompt_tokens + e.max_new_tokens for e in self.script])
+        longest = max(
+            [self.prompt_tokens[1] + self.max_new_tokens]
+            + [e.prompt_tokens + e.max_new_tokens for e in self.script]
+        )
         return longest + self.shared_prefix_tokens
 
 
 @dataclass(frozen=True)
 class Experiment:
     name: str
-    source: str                     # the file it came from
-    sha256: str                     # of the file's bytes: a changed declaration means new cells
+    source: str  # the file it came from
+    sha256: str  # of the file's bytes: a changed declaration means new cells
     title: str
-    model: str                      # as written: "tiny" or a path
+    model: str  # as written: "tiny" or a path
     seed: int
     rounds: int
     concurrency: tuple[int, ...]
     workload: Workload
-    engine: dict = field(default_factory=dict)   # knobs shared by every arm
-    arms: dict = field(default_factory=dict)     # arm name -> its own knobs, in declared order
+    engine: dict = field(default_factory=dict)  # knobs shared by every arm
+    arms: dict = field(default_factory=dict)  # arm name -> its own knobs, in declared order
     quick: bool = False
 
     def knobs(self, arm: str) -> dict:
@@ -117,9 +120,14 @@ class Experiment:
         time or token minimum, so that a smoke test stays short."""
         w = self.workload
         script = tuple(dataclasses.replace(e, max_new_tokens=min(16, e.max_new_tokens)) for e in w.script)
-        small = dataclasses.replace(w, requests_per_client=min(2, w.requests_per_client),
-                                    max_new_tokens=min(16, w.max_new_tokens), script=script,
-                                    min_cell_seconds=0.0, min_cell_tokens=0)
+        small = dataclasses.replace(
+            w,
+            requests_per_client=min(2, w.requests_per_client),
+            max_new_tokens=min(16, w.max_new_tokens),
+            script=script,
+            min_cell_seconds=0.0,
+            min_cell_tokens=0,
+        )
         return dataclasses.replace(self, rounds=1, workload=small, quick=True)
 
     def aa(self, arm: str) -> "Experiment":
@@ -128,18 +136,32 @@ class Experiment:
         key unchanged. Its sha256 derives from the file's and the arm's name, so editing
         the declaration (or choosing another arm) makes new cells, as for a declaration."""
         if arm not in self.arms:
-            raise DeclarationError([DeclarationIssue(
-                self.source, "--aa", f"no arm named {arm!r}; the arms are {', '.join(self.arms)}")])
+            raise DeclarationError(
+                [
+                    DeclarationIssue(
+                        self.source, "--aa", f"no arm named {arm!r}; the arms are {', '.join(self.arms)}"
+                    )
+                ]
+            )
         copy = arm + AA_SUFFIX
         sha = hashlib.sha256(f"{self.sha256}\n--aa {arm}\n".encode()).hexdigest()
-        return dataclasses.replace(self, name=self.name + AA_SUFFIX, sha256=sha,
-                                   source=f"{self.source} --aa {arm}",
-                                   arms={arm: dict(self.arms[arm]), copy: dict(self.arms[arm])})
+        return dataclasses.replace(
+            self,
+            name=self.name + AA_SUFFIX,
+            sha256=sha,
+            source=f"{self.source} --aa {arm}",
+            arms={arm: dict(self.arms[arm]), copy: dict(self.arms[arm])},
+        )
 
     def to_toml(self) -> str:
-        lines = [f"title = {_toml(self.title)}", f"model = {_toml(self.model)}",
-                 f"seed = {self.seed}", f"rounds = {self.rounds}",
-                 f"concurrency = {_toml(list(self.concurrency))}", ""] + _workload_toml(self.workload)
+        lines = [
+            f"title = {_toml(self.title)}",
+            f"model = {_toml(self.model)}",
+            f"seed = {self.seed}",
+            f"rounds = {self.rounds}",
+            f"concurrency = {_toml(list(self.concurrency))}",
+            "",
+        ] + _workload_toml(self.workload)
         lines += ["", "[engine]"] + [f"{k} = {_toml(v)}" for k, v in self.engine.items()]
         for arm, knobs in self.arms.items():
             lines += ["", f"[arms.{_toml(arm)}]"] + [f"{k} = {_toml(v)}" for k, v in knobs.items()]
@@ -149,18 +171,25 @@ class Experiment:
 def _workload_toml(w: Workload) -> list[str]:
     """[workload] with its keys for its arrivals form, then [workload.slo] and the script."""
     scripted = w.arrivals == "script"
-    keys = ["prompts"] + ([] if scripted else ["requests_per_client", "prompt_tokens"]) + [
-        "max_new_tokens", "temperature", "shared_prefix_tokens", "min_cell_seconds", "min_cell_tokens"]
-    lines = ["[workload]"] + [f"{k} = {_toml(list(v) if isinstance(v, tuple) else v)}"
-                              for k in keys for v in [getattr(w, k)]]
-    lines.append("arrivals = " + (f'{{ process = "poisson", rate = {w.rate!r} }}'
-                                  if w.arrivals == "poisson" else _toml(w.arrivals)))
+    keys = (
+        ["prompts"]
+        + ([] if scripted else ["requests_per_client", "prompt_tokens"])
+        + ["max_new_tokens", "temperature", "shared_prefix_tokens", "min_cell_seconds", "min_cell_tokens"]
+    )
+    lines = ["[workload]"] + [
+        f"{k} = {_toml(list(v) if isinstance(v, tuple) else v)}" for k in keys for v in [getattr(w, k)]
+    ]
+    lines.append(
+        "arrivals = "
+        + (f'{{ process = "poisson", rate = {w.rate!r} }}' if w.arrivals == "poisson" else _toml(w.arrivals))
+    )
     slo = [(k, getattr(w, f"slo_{k}")) for k in ("ttft_ms", "tpot_ms")]
     if any(v is not None for _, v in slo):
         lines += ["", "[workload.slo]"] + [f"{k} = {v!r}" for k, v in slo if v is not None]
     for e in w.script:
         lines += ["", "[[workload.script]]"] + [
-            f"{k} = {_toml(v)}" for k, v in dataclasses.asdict(e).items() if v is not None]
+            f"{k} = {_toml(v)}" for k, v in dataclasses.asdict(e).items() if v is not None
+        ]
     return lines
 
 
@@ -173,8 +202,14 @@ def _toml(value: Any) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
-        return '"' + "".join(_TOML_ESCAPES.get(ch, f"\\u{ord(ch):04x}" if ord(ch) < 0x20 or ch == "\x7f"
-                                         else ch) for ch in value) + '"'
+        return (
+            '"'
+            + "".join(
+                _TOML_ESCAPES.get(ch, f"\\u{ord(ch):04x}" if ord(ch) < 0x20 or ch == "\x7f" else ch)
+                for ch in value
+            )
+            + '"'
+        )
     if isinstance(value, list):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     raise TypeError(f"cannot write {value!r} as TOML")

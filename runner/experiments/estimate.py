@@ -12,6 +12,7 @@ also pays one engine load and warm-up before its first cell. The figures are a p
 estimate, meant to be right within a factor of about two, never a measurement.
 This module runs nothing.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,12 +25,12 @@ from .declaration import Experiment
 
 # Rough costs of the small shipped checkpoints on a CPU, per decoder layer (a pass's cost
 # there is mostly per-layer overhead, so layers predict it better than parameter counts).
-DECODE_PASS_SECONDS_PER_LAYER = 0.8e-3   # one decode pass of one row
+DECODE_PASS_SECONDS_PER_LAYER = 0.8e-3  # one decode pass of one row
 PREFILL_SECONDS_PER_TOKEN_LAYER = 0.1e-3
-WIDER_PASS_COST = 0.25                   # each extra row in a pass adds this share of a one-row pass
-WARMUP_SECONDS_PER_LAYER = 1.0           # tracing every decode shape, per arm
-LOAD_SECONDS = 1.0                       # reading the checkpoint, per arm
-DEFAULT_LAYERS = 4                       # when config.json cannot be read
+WIDER_PASS_COST = 0.25  # each extra row in a pass adds this share of a one-row pass
+WARMUP_SECONDS_PER_LAYER = 1.0  # tracing every decode shape, per arm
+LOAD_SECONDS = 1.0  # reading the checkpoint, per arm
+DEFAULT_LAYERS = 4  # when config.json cannot be read
 
 
 class _Cell(Protocol):
@@ -47,8 +48,9 @@ def _layers(exp: Experiment) -> int:
 
 def _request(layers: int, prompt: float, new_tokens: int, width: int) -> float:
     wider = 1 + WIDER_PASS_COST * (width - 1)
-    return layers * (prompt * PREFILL_SECONDS_PER_TOKEN_LAYER
-                     + new_tokens * DECODE_PASS_SECONDS_PER_LAYER * wider)
+    return layers * (
+        prompt * PREFILL_SECONDS_PER_TOKEN_LAYER + new_tokens * DECODE_PASS_SECONDS_PER_LAYER * wider
+    )
 
 
 def request_seconds(exp: Experiment, concurrency: int, layers: int | None = None) -> float:
@@ -61,7 +63,7 @@ def request_seconds(exp: Experiment, concurrency: int, layers: int | None = None
 def _poisson_seconds(exp: Experiment, concurrency: int, layers: int) -> float:
     w = exp.workload
     request = request_seconds(exp, concurrency, layers)
-    served = min(w.rate, concurrency / request)            # requests per second
+    served = min(w.rate, concurrency / request)  # requests per second
     by_tokens = w.min_cell_tokens / (served * w.max_new_tokens)
     last_arrival = max(w.requests_per_client * concurrency / w.rate, w.min_cell_seconds, by_tokens)
     return last_arrival * w.rate / served + request

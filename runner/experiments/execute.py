@@ -28,6 +28,7 @@ unreachable, dead, erroring or silent) marks its cell failed, is reported as one
 and the run goes on; any other error (Ctrl-C included) marks the cell failed and goes on
 up. This module does not parse declarations, render pages or print anything itself.
 """
+
 from __future__ import annotations
 
 import time
@@ -56,18 +57,22 @@ class Cell:
 
 
 def plan_cells(exp: Experiment) -> list[Cell]:
-    return [Cell(arm, c, r) for r in range(exp.rounds) for c in sorted(exp.concurrency)
-            for arm in exp.arms]
+    return [Cell(arm, c, r) for r in range(exp.rounds) for c in sorted(exp.concurrency) for arm in exp.arms]
 
 
-def run_cell(runtime: Runtime, stream: PromptStream, concurrency: int,
-             exp: Experiment, progress: Progress | None = None) -> CellRows:
+def run_cell(
+    runtime: Runtime,
+    stream: PromptStream,
+    concurrency: int,
+    exp: Experiment,
+    progress: Progress | None = None,
+) -> CellRows:
     """One cell: c closed-loop clients over the stream's clients 0..c-1, sized by
     needs_more(), or the declaration's open-loop arrivals (openloop.py)."""
     if exp.workload.arrivals != "closed":
         return run_open_cell(runtime, stream, concurrency, exp, progress)
     w = exp.workload
-    owner: dict[int, tuple[int, int]] = {}   # runtime handle -> (client, request_id)
+    owner: dict[int, tuple[int, int]] = {}  # runtime handle -> (client, request_id)
     sent = [0] * concurrency
     rows = CellRows()
     tokens = 0
@@ -76,8 +81,9 @@ def run_cell(runtime: Runtime, stream: PromptStream, concurrency: int,
         i = sent[client]
         sent[client] += 1
         request_id = stream.request_id(client, i)
-        handle = runtime.submit(stream.prompt(client, i), w.max_new_tokens, w.temperature,
-                                request_seed(exp.seed, request_id))
+        handle = runtime.submit(
+            stream.prompt(client, i), w.max_new_tokens, w.temperature, request_seed(exp.seed, request_id)
+        )
         owner[handle] = (client, request_id)
 
     runtime.begin_cell()
@@ -125,12 +131,13 @@ class RunSummary:
     planned: int = 0
     skipped: int = 0
     completed: int = 0
-    failed_cell: Cell | None = None                       # the cell an error stopped the run in
+    failed_cell: Cell | None = None  # the cell an error stopped the run in
     faults: list[tuple[Cell, str]] = field(default_factory=list)  # cells a runtime fault cost
 
 
-def run_experiment(exp: Experiment, db_path: Path, progress: Progress, *,
-                   remeasure: bool = False) -> RunSummary:
+def run_experiment(
+    exp: Experiment, db_path: Path, progress: Progress, *, remeasure: bool = False
+) -> RunSummary:
     cells = plan_cells(exp)
     summary = RunSummary(planned=len(cells))
     fingerprint, code = chip.fingerprint(), chip.code_version()
@@ -140,13 +147,19 @@ def run_experiment(exp: Experiment, db_path: Path, progress: Progress, *,
         if stale:
             progress.note(f"marked {stale} run(s) left 'running' by a killed process as failed")
         chip_id = st.ensure_chip(fingerprint)
-        done = set() if remeasure else st.complete_cells(
-            experiment=exp.name, declaration_sha256=exp.sha256, chip_id=chip_id, quick=exp.quick)
+        done = (
+            set()
+            if remeasure
+            else st.complete_cells(
+                experiment=exp.name, declaration_sha256=exp.sha256, chip_id=chip_id, quick=exp.quick
+            )
+        )
         todo = [c for c in cells if (c.arm, c.concurrency, c.round) not in done]
         summary.skipped = len(cells) - len(todo)
         if summary.skipped:
-            progress.note(f"{summary.skipped} of {len(cells)} cells already complete; "
-                          f"running the {len(todo)} missing")
+            progress.note(
+                f"{summary.skipped} of {len(cells)} cells already complete; running the {len(todo)} missing"
+            )
         if not todo:
             return summary
         stream = PromptStream(exp.workload, exp.seed, checkpoint, width=max(exp.concurrency))
@@ -159,11 +172,19 @@ def run_experiment(exp: Experiment, db_path: Path, progress: Progress, *,
                 if cell.arm not in runtimes:
                     progress.note(f"loading and warming up {exp.runtime(cell.arm)} for arm {cell.arm}")
                     runtimes[cell.arm] = start_arm(exp, cell.arm, checkpoint)
-                _cell(st, exp, cell, runtimes[cell.arm], stream, progress, summary,
-                      CellLabel(k, len(todo), cell.arm, cell.concurrency, cell.round),
-                      dict(chip_id=chip_id, model_sha256=model_sha256, code_version=code))
+                _cell(
+                    st,
+                    exp,
+                    cell,
+                    runtimes[cell.arm],
+                    stream,
+                    progress,
+                    summary,
+                    CellLabel(k, len(todo), cell.arm, cell.concurrency, cell.round),
+                    dict(chip_id=chip_id, model_sha256=model_sha256, code_version=code),
+                )
                 if k == last[cell.arm] and isinstance(runtimes[cell.arm], Runtime):
-                    runtimes.pop(cell.arm).stop()   # the arm is done: its server goes now
+                    runtimes.pop(cell.arm).stop()  # the arm is done: its server goes now
         finally:  # whatever ends the run ends every runtime: no server outlives it
             for runtime in runtimes.values():
                 if isinstance(runtime, Runtime):
@@ -171,18 +192,40 @@ def run_experiment(exp: Experiment, db_path: Path, progress: Progress, *,
     return summary
 
 
-def _cell(st: Store, exp: Experiment, cell: Cell, runtime: Runtime | RuntimeFault,
-          stream: PromptStream, progress: Progress, summary: RunSummary, label: CellLabel,
-          run: dict) -> None:
+def _cell(
+    st: Store,
+    exp: Experiment,
+    cell: Cell,
+    runtime: Runtime | RuntimeFault,
+    stream: PromptStream,
+    progress: Progress,
+    summary: RunSummary,
+    label: CellLabel,
+    run: dict,
+) -> None:
     knobs = runtime.knobs if isinstance(runtime, Runtime) else exp.runtime_knobs(cell.arm)
     run_id = st.begin_run(
-        experiment=exp.name, declaration_sha256=exp.sha256, arm=cell.arm,
-        concurrency=cell.concurrency, round=cell.round, knobs=knobs, seed=exp.seed,
-        quick=exp.quick, runtime=exp.runtime(cell.arm), slo_ttft_ms=exp.workload.slo_ttft_ms,
-        slo_tpot_ms=exp.workload.slo_tpot_ms, **run)
+        experiment=exp.name,
+        declaration_sha256=exp.sha256,
+        arm=cell.arm,
+        concurrency=cell.concurrency,
+        round=cell.round,
+        knobs=knobs,
+        seed=exp.seed,
+        quick=exp.quick,
+        runtime=exp.runtime(cell.arm),
+        slo_ttft_ms=exp.workload.slo_ttft_ms,
+        slo_tpot_ms=exp.workload.slo_tpot_ms,
+        **run,
+    )
     w = exp.workload
-    target = CellTarget(min_requests(w, cell.concurrency), w.min_cell_seconds,
-                        w.min_cell_tokens, progress.estimates[label.index - 1], arrivals=describe(w))
+    target = CellTarget(
+        min_requests(w, cell.concurrency),
+        w.min_cell_seconds,
+        w.min_cell_tokens,
+        progress.estimates[label.index - 1],
+        arrivals=describe(w),
+    )
     progress.cell_started(label, target)
     before = load.sample()
     t = time.perf_counter()
@@ -190,7 +233,7 @@ def _cell(st: Store, exp: Experiment, cell: Cell, runtime: Runtime | RuntimeFaul
         if isinstance(runtime, RuntimeFault):
             raise RuntimeFault(str(runtime))
         rows = run_cell(runtime, stream, cell.concurrency, exp, progress)
-    except RuntimeFault as fault:   # costs this cell only: one line, and on to the next
+    except RuntimeFault as fault:  # costs this cell only: one line, and on to the next
         st.finish_run(run_id, "failed", load=load.figures(before, load.sample()))
         summary.faults.append((cell, str(fault)))
         progress.cell_finished(label, "failed", 0, time.perf_counter() - t, reason=str(fault))
@@ -209,5 +252,4 @@ def _cell(st: Store, exp: Experiment, cell: Cell, runtime: Runtime | RuntimeFaul
             st.append_passes(run_id, rows.passes)
         st.finish_run(run_id, "complete", load=figures)
     summary.completed += 1
-    progress.cell_finished(label, "complete", rows.output_tokens, seconds,
-                           requests=len(rows.requests))
+    progress.cell_finished(label, "complete", rows.output_tokens, seconds, requests=len(rows.requests))

@@ -17,6 +17,7 @@ Whatever the platform does not report is None (stored as NULL), never 0: no
 gives a None steal_fraction. Reading /proc costs microseconds and happens outside the
 timed cell. This module knows nothing about the engine or the store.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,14 +34,14 @@ COLUMNS = ("loadavg_start", "loadavg_end", "steal_fraction", "busy_fraction_othe
 @dataclass(frozen=True)
 class Sample:
     loadavg: float | None
-    ticks: tuple[int, ...] | None   # the aggregate cpu line's first (up to) 8 fields
-    own_seconds: float              # this process's user + system CPU time
+    ticks: tuple[int, ...] | None  # the aggregate cpu line's first (up to) 8 fields
+    own_seconds: float  # this process's user + system CPU time
 
 
 def _loadavg() -> float | None:
     try:
         return float(os.getloadavg()[0])
-    except (OSError, AttributeError):   # not available on this platform
+    except (OSError, AttributeError):  # not available on this platform
         return None
 
 
@@ -72,13 +73,17 @@ def _ticks_per_second() -> float | None:
 
 def figures(start: Sample, end: Sample) -> dict[str, float | None]:
     """The four `runs` columns for the interval between two samples."""
-    out: dict[str, float | None] = {"loadavg_start": start.loadavg, "loadavg_end": end.loadavg,
-                                    "steal_fraction": None, "busy_fraction_other": None}
+    out: dict[str, float | None] = {
+        "loadavg_start": start.loadavg,
+        "loadavg_end": end.loadavg,
+        "steal_fraction": None,
+        "busy_fraction_other": None,
+    }
     if start.ticks is None or end.ticks is None or len(start.ticks) != len(end.ticks):
         return out
     delta = [b - a for a, b in zip(start.ticks, end.ticks)]
     total = sum(delta)
-    if total <= 0 or any(d < 0 for d in delta):   # no tick elapsed, or counters reset
+    if total <= 0 or any(d < 0 for d in delta):  # no tick elapsed, or counters reset
         return out
     has_steal = len(delta) > _STEAL
     steal = delta[_STEAL] if has_steal else 0

@@ -12,6 +12,7 @@ one pass, as it would at a real server's queue. With nothing in flight the loop 
 until the next arrival. The cell ends when the schedule has nothing more to send and
 every request has finished. This module does not talk to the store.
 """
+
 from __future__ import annotations
 
 import time
@@ -28,12 +29,17 @@ from .workload import PromptStream
 NS = 1_000_000_000
 
 
-def run_open_cell(runtime: Runtime, stream: PromptStream, concurrency: int,
-                  exp: Experiment, progress: Progress | None = None) -> CellRows:
+def run_open_cell(
+    runtime: Runtime,
+    stream: PromptStream,
+    concurrency: int,
+    exp: Experiment,
+    progress: Progress | None = None,
+) -> CellRows:
     w = exp.workload
     plan = schedule(w, exp.seed, concurrency, stream)
     rows = CellRows()
-    owner: dict[int, Arrival] = {}    # runtime handle -> the request it is
+    owner: dict[int, Arrival] = {}  # runtime handle -> the request it is
     waiting: deque[Arrival] = deque()
     tokens = 0
     clock = time.perf_counter_ns
@@ -45,13 +51,14 @@ def run_open_cell(runtime: Runtime, stream: PromptStream, concurrency: int,
             waiting.extend(plan.due(clock() - t0, tokens))
             while waiting and len(owner) < concurrency:
                 a = waiting.popleft()
-                handle = runtime.submit(a.prompt, a.max_new_tokens, w.temperature,
-                                        request_seed(exp.seed, a.request_id))
+                handle = runtime.submit(
+                    a.prompt, a.max_new_tokens, w.temperature, request_seed(exp.seed, a.request_id)
+                )
                 owner[handle] = a
             upcoming = plan.next_ns(tokens)
             now = clock() - t0
             if upcoming is not None and upcoming <= now:
-                continue   # due already (a new play starts, or time passed while submitting)
+                continue  # due already (a new play starts, or time passed while submitting)
             if not owner:
                 if upcoming is None:
                     break

@@ -6,6 +6,7 @@ library is part of the chip fingerprint: a parent process without OpenBLAS prelo
 would name another chip and find none of its cells. `python -m runner.report` asks
 this before it measures, to say what it will measure and why.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,8 +29,10 @@ def estimate(exp: Experiment, cells: list[execute.Cell]) -> tuple[float, str]:
         return float(estimate_seconds(exp, cells)), "execute.estimate_seconds"
     arms = len({c.arm for c in cells})
     seconds = len(cells) * FALLBACK_CELL_SECONDS + arms * FALLBACK_ARM_SECONDS if cells else 0.0
-    return seconds, (f"rough: {FALLBACK_CELL_SECONDS:g} s a cell and {FALLBACK_ARM_SECONDS:g} s "
-                     "of loading and warm-up an arm")
+    return seconds, (
+        f"rough: {FALLBACK_CELL_SECONDS:g} s a cell and {FALLBACK_ARM_SECONDS:g} s "
+        "of loading and warm-up an arm"
+    )
 
 
 def plan(exp: Experiment, db: Path, remeasure: bool) -> dict:
@@ -39,15 +42,19 @@ def plan(exp: Experiment, db: Path, remeasure: bool) -> dict:
     done: set = set()
     if not remeasure and Path(db).exists():
         with Store.open(db) as st:
-            done = st.complete_cells(experiment=exp.name, declaration_sha256=exp.sha256,
-                                     chip_id=chip_id, quick=exp.quick)
+            done = st.complete_cells(
+                experiment=exp.name, declaration_sha256=exp.sha256, chip_id=chip_id, quick=exp.quick
+            )
     todo = [c for c in cells if (c.arm, c.concurrency, c.round) not in done]
     seconds, basis = estimate(exp, todo)
     return {
-        "experiment": exp.name, "declaration_sha256": exp.sha256,
+        "experiment": exp.name,
+        "declaration_sha256": exp.sha256,
         "chip": {"chip_id": chip_id, **{k: fingerprint[k] for k in ("name", "device", "cores", "blas")}},
-        "planned": len(cells), "complete_here": len(cells) - len(todo),
+        "planned": len(cells),
+        "complete_here": len(cells) - len(todo),
         "todo": [[c.arm, c.concurrency, c.round] for c in todo],
         "todo_by_arm": {arm: sum(c.arm == arm for c in todo) for arm in exp.arms},
-        "estimate_seconds": round(seconds, 1), "estimate_basis": basis,
+        "estimate_seconds": round(seconds, 1),
+        "estimate_basis": basis,
     }

@@ -12,6 +12,7 @@ against their estimates. Terminal redraws are throttled so that reporting progre
 not perturb what is being timed; plain and JSON output write only at cell boundaries.
 This module knows nothing about the engine or the store.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,31 +26,35 @@ REDRAW_SECONDS = 0.5
 
 @dataclass(frozen=True)
 class CellLabel:
-    index: int        # 1-based position among the cells this invocation runs
+    index: int  # 1-based position among the cells this invocation runs
     total: int
     arm: str
     concurrency: int
     round: int
 
     def __str__(self) -> str:
-        return (f"cell {self.index}/{self.total} arm={self.arm} "
-                f"concurrency={self.concurrency} round={self.round}")
+        return (
+            f"cell {self.index}/{self.total} arm={self.arm} concurrency={self.concurrency} round={self.round}"
+        )
 
 
 @dataclass(frozen=True)
 class CellTarget:
     """What a cell must reach before its clients stop sending, and its estimated length."""
+
     min_requests: int
     min_seconds: float
     min_tokens: int
     estimate_seconds: float = 0.0
-    arrivals: str = ""            # how its requests arrive (arrivals.describe), when not closed-loop
+    arrivals: str = ""  # how its requests arrive (arrivals.describe), when not closed-loop
 
     def fraction(self, requests: int, seconds: float, tokens: int) -> float:
         """How far the slowest of the three minimums is (the cell needs all three)."""
-        parts = [requests / self.min_requests if self.min_requests else 1.0,
-                 seconds / self.min_seconds if self.min_seconds else 1.0,
-                 tokens / self.min_tokens if self.min_tokens else 1.0]
+        parts = [
+            requests / self.min_requests if self.min_requests else 1.0,
+            seconds / self.min_seconds if self.min_seconds else 1.0,
+            tokens / self.min_tokens if self.min_tokens else 1.0,
+        ]
         return min(1.0, *parts)
 
     def __str__(self) -> str:
@@ -70,8 +75,8 @@ class Progress:
     def __init__(self, stream: TextIO | None = None, mode: str | None = None):
         self.stream = stream or sys.stderr
         self.mode = mode or ("tty" if self.stream.isatty() else "plain")
-        self.estimates: list[float] = []   # per cell this invocation runs, in order
-        self.cell_seconds = 0.0    # time inside cells only: loading and warm-up are not work
+        self.estimates: list[float] = []  # per cell this invocation runs, in order
+        self.cell_seconds = 0.0  # time inside cells only: loading and warm-up are not work
         self.estimated_done = 0.0  # the estimates of the cells finished so far
         self._last_draw = 0.0
         self._cell: CellLabel | None = None
@@ -95,11 +100,19 @@ class Progress:
     def cell_started(self, cell: CellLabel, target: CellTarget) -> None:
         self._cell, self._target, self._cell_t0 = cell, target, time.monotonic()
         if self.mode != "tty":
-            self._emit("cell_started", f"{cell} started ({target})",
-                       cell=cell.index, cells=cell.total, arm=cell.arm,
-                       concurrency=cell.concurrency, round=cell.round,
-                       min_requests=target.min_requests, min_seconds=target.min_seconds,
-                       min_tokens=target.min_tokens, arrivals=target.arrivals)
+            self._emit(
+                "cell_started",
+                f"{cell} started ({target})",
+                cell=cell.index,
+                cells=cell.total,
+                arm=cell.arm,
+                concurrency=cell.concurrency,
+                round=cell.round,
+                min_requests=target.min_requests,
+                min_seconds=target.min_seconds,
+                min_tokens=target.min_tokens,
+                arrivals=target.arrivals,
+            )
 
     def eta(self, in_cell_seconds: float | None = None) -> float:
         """Seconds left: the cells not yet finished, at the pace of those that have.
@@ -127,13 +140,22 @@ class Progress:
             minimums += f"  {seconds:.1f}/{t.min_seconds:g} s"
         if t.min_tokens:
             minimums += f"  tokens {tokens}/{t.min_tokens}"
-        line = (f"{self._cell}  {minimums} ({t.fraction(requests_done, seconds, tokens):.0%})  "
-                f"{rate:,.1f} tok/s  ETA {_clock(self.eta(seconds))}")
+        line = (
+            f"{self._cell}  {minimums} ({t.fraction(requests_done, seconds, tokens):.0%})  "
+            f"{rate:,.1f} tok/s  ETA {_clock(self.eta(seconds))}"
+        )
         self.stream.write("\r\x1b[2K" + line)
         self.stream.flush()
 
-    def cell_finished(self, cell: CellLabel, status: str, tokens: int, seconds: float,
-                      requests: int = 0, reason: str | None = None) -> None:
+    def cell_finished(
+        self,
+        cell: CellLabel,
+        status: str,
+        tokens: int,
+        seconds: float,
+        requests: int = 0,
+        reason: str | None = None,
+    ) -> None:
         """`reason`: why a cell failed (a runtime fault), said instead of its figures."""
         self.cell_seconds += seconds
         if self.estimates and cell.index <= len(self.estimates):
@@ -141,11 +163,24 @@ class Progress:
         rate = tokens / max(seconds, 1e-9)
         if self.mode == "tty":
             self.stream.write("\r\x1b[2K")
-        text = (f"{cell} {status}: {reason}" if reason else
-                f"{cell} {status}: {requests} requests, {tokens} tokens in {seconds:.2f} s "
-                f"({rate:,.1f} tok/s), ETA {_clock(self.eta())}")
+        text = (
+            f"{cell} {status}: {reason}"
+            if reason
+            else f"{cell} {status}: {requests} requests, {tokens} tokens in {seconds:.2f} s "
+            f"({rate:,.1f} tok/s), ETA {_clock(self.eta())}"
+        )
         extra = {"reason": reason} if reason else {}
-        self._emit("cell_finished", text,
-                   cell=cell.index, cells=cell.total, arm=cell.arm, concurrency=cell.concurrency,
-                   round=cell.round, status=status, requests=requests, tokens=tokens,
-                   seconds=round(seconds, 3), **extra)
+        self._emit(
+            "cell_finished",
+            text,
+            cell=cell.index,
+            cells=cell.total,
+            arm=cell.arm,
+            concurrency=cell.concurrency,
+            round=cell.round,
+            status=status,
+            requests=requests,
+            tokens=tokens,
+            seconds=round(seconds, 3),
+            **extra,
+        )

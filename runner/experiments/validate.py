@@ -8,6 +8,7 @@ through runner.runtimes.knobs; attributed to `engine.<knob>` or `arms.<arm>.<kno
 the model and prompt files; the [workload] table's own rules (arrivals, script, slo)
 are validate_workload.py's. It does not know file names; declaration.py adds them.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,11 +21,14 @@ from runner.engine.checkpoint import resolve_checkpoint
 from runner.runtimes import knobs as runtime_knobs
 from runner.runtimes.knobs import DEFAULT_RUNTIME, RUNTIMES
 
-from .validate_workload import (DEFAULT_MIN_CELL_SECONDS, DEFAULT_MIN_CELL_TOKENS,  # noqa: F401
-                                WORKLOAD_KEYS, check_context, check_workload)
+from .validate_workload import (
+    DEFAULT_MIN_CELL_TOKENS,  # noqa: F401
+    check_context,
+    check_workload,
+)
 
 TOP_KEYS = ("title", "model", "seed", "rounds", "concurrency", "workload", "engine", "arms")
-DEFAULT_ROUNDS = 3   # rounds enough for an interval
+DEFAULT_ROUNDS = 3  # rounds enough for an interval
 ARM_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 _KNOB = re.compile(r"engine knob (\w+)|unknown engine knob\(s\) \['(\w+)'|^(\w+):")
 _REQUIRED = object()
@@ -43,21 +47,39 @@ class _Checker:
             if key not in allowed:
                 self.bad(prefix + key, f"unknown key (known: {', '.join(allowed)})")
 
-    def value(self, table: dict, key: str, prefix: str, kind: str, default: Any = _REQUIRED,
-              minimum: float | None = None, maximum: float | None = None) -> Any:
+    def value(
+        self,
+        table: dict,
+        key: str,
+        prefix: str,
+        kind: str,
+        default: Any = _REQUIRED,
+        minimum: float | None = None,
+        maximum: float | None = None,
+    ) -> Any:
         if key not in table:
             if default is _REQUIRED:
                 self.bad(prefix + key, "required key is missing")
             return None if default is _REQUIRED else default
         v = table[key]
-        ok = {"int": isinstance(v, int) and not isinstance(v, bool),
-              "number": (isinstance(v, (int, float)) and not isinstance(v, bool)
-                         and (not isinstance(v, float) or math.isfinite(v)) and abs(v) < 1e300),
-              "str": isinstance(v, str) and v.strip() != "",
-              "table": isinstance(v, dict)}[kind]
+        ok = {
+            "int": isinstance(v, int) and not isinstance(v, bool),
+            "number": (
+                isinstance(v, (int, float))
+                and not isinstance(v, bool)
+                and (not isinstance(v, float) or math.isfinite(v))
+                and abs(v) < 1e300
+            ),
+            "str": isinstance(v, str) and v.strip() != "",
+            "table": isinstance(v, dict),
+        }[kind]
         if not ok:
-            want = {"int": "an integer", "number": "a finite number", "str": "a non-empty string",
-                    "table": "a table"}[kind]
+            want = {
+                "int": "an integer",
+                "number": "a finite number",
+                "str": "a non-empty string",
+                "table": "a table",
+            }[kind]
             self.bad(prefix + key, f"expected {want}, got {v!r}")
             return None
         if minimum is not None and v < minimum:
@@ -72,8 +94,11 @@ class _Checker:
         v = table.get(key)
         if key not in table:
             self.bad(prefix + key, "required key is missing")
-        elif (not isinstance(v, list) or not v
-              or any(isinstance(x, bool) or not isinstance(x, int) or x < minimum for x in v)):
+        elif (
+            not isinstance(v, list)
+            or not v
+            or any(isinstance(x, bool) or not isinstance(x, int) or x < minimum for x in v)
+        ):
             self.bad(prefix + key, f"expected a non-empty list of integers >= {minimum}, got {v!r}")
         else:
             return v
@@ -83,9 +108,12 @@ class _Checker:
 def check(doc: dict) -> tuple[dict, list[tuple[str, str]]]:
     c = _Checker()
     c.unknown(doc, "", TOP_KEYS)
-    out = {"title": c.value(doc, "title", "", "str"), "model": c.value(doc, "model", "", "str"),
-           "seed": c.value(doc, "seed", "", "int", minimum=0),
-           "rounds": c.value(doc, "rounds", "", "int", default=DEFAULT_ROUNDS, minimum=1)}
+    out = {
+        "title": c.value(doc, "title", "", "str"),
+        "model": c.value(doc, "model", "", "str"),
+        "seed": c.value(doc, "seed", "", "int", minimum=0),
+        "rounds": c.value(doc, "rounds", "", "int", default=DEFAULT_ROUNDS, minimum=1),
+    }
     concurrency = c.int_list(doc, "concurrency", "", 1)
     if concurrency and len(set(concurrency)) != len(concurrency):
         c.bad("concurrency", f"values must be distinct, got {concurrency}")
@@ -152,15 +180,18 @@ def _checkpoint(c: _Checker, model: str | None) -> Path | None:
     return None
 
 
-def _arm_knobs(c: _Checker, engine: dict, arms: dict, concurrency: list[int] | None,
-               checkpoint: Path | None) -> None:
+def _arm_knobs(
+    c: _Checker, engine: dict, arms: dict, concurrency: list[int] | None, checkpoint: Path | None
+) -> None:
     from runner.engine import Engine  # pulls in MLX: only once the cheap checks are done
+
     for arm, own in arms.items():
         merged = {**engine, **own}
 
         def where(knob: str | None) -> str:
-            return (f"arms.{arm}.{knob}" if knob in own else f"engine.{knob}" if knob in engine
-                    else f"arms.{arm}")
+            return (
+                f"arms.{arm}.{knob}" if knob in own else f"engine.{knob}" if knob in engine else f"arms.{arm}"
+            )
 
         def blame(e: ValueError) -> None:
             m = _KNOB.search(str(e))
@@ -174,9 +205,11 @@ def _arm_knobs(c: _Checker, engine: dict, arms: dict, concurrency: list[int] | N
             _, problems = runtime_knobs.check(runtime, merged, checkpoint)
             for knob, reason in problems:  # a missing knob is the arm's to add
                 if knob in engine and knob not in own:
-                    reason += f" (arm {arm!r})"   # a shared knob: say which arm it fails in
+                    reason += f" (arm {arm!r})"  # a shared knob: say which arm it fails in
                 c.bad(where(knob) if knob in merged else f"arms.{arm}.{knob}", reason)
-            ceiling = None if any(k == "max_batch_size" for k, _ in problems) else runtime_knobs.ceiling(merged)
+            ceiling = (
+                None if any(k == "max_batch_size" for k, _ in problems) else runtime_knobs.ceiling(merged)
+            )
         else:
             merged = _engine_knobs(c, merged, where)
             try:
@@ -192,8 +225,11 @@ def _arm_knobs(c: _Checker, engine: dict, arms: dict, concurrency: list[int] | N
         if concurrency and ceiling is not None:
             for level, why in ((1, "1 (one sequence)"), (ceiling, "the ceiling")):
                 if level not in concurrency:
-                    c.bad("concurrency", f"must contain {why}: {level} for arm {arm!r} "
-                          f"(max_batch_size {ceiling}), got {concurrency}")
+                    c.bad(
+                        "concurrency",
+                        f"must contain {why}: {level} for arm {arm!r} "
+                        f"(max_batch_size {ceiling}), got {concurrency}",
+                    )
 
 
 def _prompts(c: _Checker, workload: dict, checkpoint: Path | None) -> None:

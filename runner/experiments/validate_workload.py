@@ -16,14 +16,25 @@ mistake is one error. `check_context` runs once the checkpoint is known: every p
 plus its new tokens must fit the model's max_position_embeddings. This module does not
 know file names (declaration.py adds them) and imports no model code.
 """
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-WORKLOAD_KEYS = ("prompts", "requests_per_client", "prompt_tokens", "max_new_tokens",
-                 "temperature", "shared_prefix_tokens", "min_cell_seconds", "min_cell_tokens",
-                 "arrivals", "script", "slo")
+WORKLOAD_KEYS = (
+    "prompts",
+    "requests_per_client",
+    "prompt_tokens",
+    "max_new_tokens",
+    "temperature",
+    "shared_prefix_tokens",
+    "min_cell_seconds",
+    "min_cell_tokens",
+    "arrivals",
+    "script",
+    "slo",
+)
 ARRIVALS = ("closed", "poisson", "script")
 POISSON_KEYS = ("process", "rate")
 SCRIPT_KEYS = ("at", "prompt_tokens", "max_new_tokens", "label", "lane")
@@ -32,12 +43,12 @@ SLO_KEYS = ("ttft_ms", "tpot_ms")
 # is then an average over many passes, not a handful).
 DEFAULT_MIN_CELL_SECONDS = 2.5
 DEFAULT_MIN_CELL_TOKENS = 0
-DEFAULT_OPEN_REQUESTS = 1        # poisson: at least requests_per_client x concurrency arrivals
+DEFAULT_OPEN_REQUESTS = 1  # poisson: at least requests_per_client x concurrency arrivals
 # Upper bounds that only catch typos (a cell of an hour, a billion tokens, a script of a
 # day's traffic, a rate no engine here could meet by a factor of thousands).
 MAX_CELL_SECONDS = 3600.0
 MAX_CELL_TOKENS = 10**8
-MAX_RATE = 10_000.0              # requests per second
+MAX_RATE = 10_000.0  # requests per second
 MAX_SCRIPT_ENTRIES = 10_000
 MAX_LABEL_CHARS = 32
 MAX_SLO_MS = 3_600_000.0
@@ -50,37 +61,84 @@ def check_workload(c, table: dict | None, concurrency: list[int] | None) -> dict
     p = "workload."
     c.unknown(table, p, WORKLOAD_KEYS)
     form, rate = _arrivals(c, table.get("arrivals", "closed"), p + "arrivals")
-    w = {"prompts": c.value(table, "prompts", p, "str"),
-         "temperature": c.value(table, "temperature", p, "number", default=0.0, minimum=0),
-         "shared_prefix_tokens": c.value(table, "shared_prefix_tokens", p, "int", default=0, minimum=0),
-         "min_cell_seconds": c.value(table, "min_cell_seconds", p, "number", minimum=0,
-                                     default=DEFAULT_MIN_CELL_SECONDS, maximum=MAX_CELL_SECONDS),
-         "min_cell_tokens": c.value(table, "min_cell_tokens", p, "int", minimum=0,
-                                    default=DEFAULT_MIN_CELL_TOKENS, maximum=MAX_CELL_TOKENS),
-         "arrivals": form or "closed", "rate": rate}
+    w = {
+        "prompts": c.value(table, "prompts", p, "str"),
+        "temperature": c.value(table, "temperature", p, "number", default=0.0, minimum=0),
+        "shared_prefix_tokens": c.value(table, "shared_prefix_tokens", p, "int", default=0, minimum=0),
+        "min_cell_seconds": c.value(
+            table,
+            "min_cell_seconds",
+            p,
+            "number",
+            minimum=0,
+            default=DEFAULT_MIN_CELL_SECONDS,
+            maximum=MAX_CELL_SECONDS,
+        ),
+        "min_cell_tokens": c.value(
+            table,
+            "min_cell_tokens",
+            p,
+            "int",
+            minimum=0,
+            default=DEFAULT_MIN_CELL_TOKENS,
+            maximum=MAX_CELL_TOKENS,
+        ),
+        "arrivals": form or "closed",
+        "rate": rate,
+    }
     w.update(_slo(c, table, p))
     scripted = form == "script"
-    for key, why in (("requests_per_client", "the cell plays the script once, then again until "
-                      "min_cell_seconds and min_cell_tokens hold"),
-                     ("prompt_tokens", "each script entry gives its own prompt_tokens")):
+    for key, why in (
+        (
+            "requests_per_client",
+            "the cell plays the script once, then again until min_cell_seconds and min_cell_tokens hold",
+        ),
+        ("prompt_tokens", "each script entry gives its own prompt_tokens"),
+    ):
         if scripted and key in table:
             c.bad(p + key, f'not used with arrivals = "script" ({why}); remove it')
     if form in ("closed", "poisson") and "script" in table:
         c.bad(p + "script", f'only with arrivals = "script" (arrivals is {form!r})')
     # Required of closed-loop clients only: an open-loop cell has a default request minimum.
-    w["requests_per_client"] = (1 if scripted else c.value(
-        table, "requests_per_client", p, "int", minimum=1,
-        **({} if form == "closed" else {"default": DEFAULT_OPEN_REQUESTS})))
-    mnt = c.value(table, "max_new_tokens", p, "int", minimum=1,
-                  **({"default": None} if scripted or form is None else {}))
+    w["requests_per_client"] = (
+        1
+        if scripted
+        else c.value(
+            table,
+            "requests_per_client",
+            p,
+            "int",
+            minimum=1,
+            **({} if form == "closed" else {"default": DEFAULT_OPEN_REQUESTS}),
+        )
+    )
+    mnt = c.value(
+        table,
+        "max_new_tokens",
+        p,
+        "int",
+        minimum=1,
+        **({"default": None} if scripted or form is None else {}),
+    )
     if scripted:
-        w["script"] = _script(c, table.get("script"), p + "script", mnt, "max_new_tokens" in table,
-                              w["shared_prefix_tokens"], concurrency)
+        w["script"] = _script(
+            c,
+            table.get("script"),
+            p + "script",
+            mnt,
+            "max_new_tokens" in table,
+            w["shared_prefix_tokens"],
+            concurrency,
+        )
         entries = w["script"] or ()
-        w["prompt_tokens"] = (min(e["prompt_tokens"] for e in entries),
-                              max(e["prompt_tokens"] for e in entries)) if entries else None
-        w["max_new_tokens"] = mnt if mnt is not None else (
-            max(e["max_new_tokens"] for e in entries) if entries else None)
+        w["prompt_tokens"] = (
+            (min(e["prompt_tokens"] for e in entries), max(e["prompt_tokens"] for e in entries))
+            if entries
+            else None
+        )
+        w["max_new_tokens"] = (
+            mnt if mnt is not None else (max(e["max_new_tokens"] for e in entries) if entries else None)
+        )
         return w
     w["script"], w["max_new_tokens"] = (), mnt
     w["prompt_tokens"] = _span(c, table, p, w["shared_prefix_tokens"], required=form is not None)
@@ -95,8 +153,11 @@ def _span(c, table: dict, p: str, shared: int | None, required: bool) -> tuple[i
         c.bad(p + "prompt_tokens", f"expected an inclusive range [low, high] with low <= high, got {span}")
         span = None
     if span and shared is not None and shared >= span[0]:
-        c.bad(p + "shared_prefix_tokens", f"must be below the shortest prompt ({span[0]} tokens) "
-              f"so that every prompt has its own tokens, got {shared}")
+        c.bad(
+            p + "shared_prefix_tokens",
+            f"must be below the shortest prompt ({span[0]} tokens) "
+            f"so that every prompt has its own tokens, got {shared}",
+        )
     return tuple(span) if span else None
 
 
@@ -134,8 +195,15 @@ def _slo(c, table: dict, p: str) -> dict:
     return {f"slo_{k}": _positive(c, slo, k, p + "slo.", MAX_SLO_MS) for k in SLO_KEYS}
 
 
-def _script(c, v, key: str, default_new: int | None, declared_new: bool, shared: int | None,
-            concurrency: list[int] | None) -> tuple[dict, ...] | None:
+def _script(
+    c,
+    v,
+    key: str,
+    default_new: int | None,
+    declared_new: bool,
+    shared: int | None,
+    concurrency: list[int] | None,
+) -> tuple[dict, ...] | None:
     """The entries as dicts of SCRIPT_KEYS (label None when not given); None when any is bad."""
     example = "[[workload.script]] tables, e.g. { at = 0.0, prompt_tokens = 64, lane = 0 }"
     if v is None:
@@ -152,35 +220,47 @@ def _script(c, v, key: str, default_new: int | None, declared_new: bool, shared:
     for i, e in enumerate(v):
         p = f"{key}[{i}]."
         c.unknown(e, p, SCRIPT_KEYS)
-        entry = {"at": c.value(e, "at", p, "number", minimum=0, maximum=MAX_CELL_SECONDS),
-                 "prompt_tokens": c.value(e, "prompt_tokens", p, "int", minimum=1),
-                 "max_new_tokens": default_new, "label": None,
-                 "lane": c.value(e, "lane", p, "int", default=0, minimum=0)}
+        entry = {
+            "at": c.value(e, "at", p, "number", minimum=0, maximum=MAX_CELL_SECONDS),
+            "prompt_tokens": c.value(e, "prompt_tokens", p, "int", minimum=1),
+            "max_new_tokens": default_new,
+            "label": None,
+            "lane": c.value(e, "lane", p, "int", default=0, minimum=0),
+        }
         if "max_new_tokens" in e:
             entry["max_new_tokens"] = c.value(e, "max_new_tokens", p, "int", minimum=1)
         elif not declared_new:
-            c.bad(p + "max_new_tokens", "required key is missing (or set workload.max_new_tokens "
-                  "for every entry)")
+            c.bad(
+                p + "max_new_tokens",
+                "required key is missing (or set workload.max_new_tokens for every entry)",
+            )
         if "label" in e:
             label = e["label"]
             if not isinstance(label, str) or not label.strip() or len(label) > MAX_LABEL_CHARS:
-                c.bad(p + "label", f"expected a non-empty string of at most {MAX_LABEL_CHARS} "
-                      f"characters, got {label!r}")
+                c.bad(
+                    p + "label",
+                    f"expected a non-empty string of at most {MAX_LABEL_CHARS} characters, got {label!r}",
+                )
             else:
                 entry["label"] = label
         if lanes is not None and entry["lane"] is not None and entry["lane"] >= lanes:
-            c.bad(p + "lane", f"must be below the largest concurrency ({lanes}): lane {entry['lane']} "
-                  "would never be sent")
+            c.bad(
+                p + "lane",
+                f"must be below the largest concurrency ({lanes}): lane {entry['lane']} would never be sent",
+            )
         n = entry["prompt_tokens"]
         if n is not None and shared is not None and shared >= n:
-            c.bad(p + "prompt_tokens", f"must be above workload.shared_prefix_tokens ({shared}) "
-                  f"so that every prompt has its own tokens, got {n}")
+            c.bad(
+                p + "prompt_tokens",
+                f"must be above workload.shared_prefix_tokens ({shared}) "
+                f"so that every prompt has its own tokens, got {n}",
+            )
         entries.append(entry)
     raw_lanes = [e.get("lane", 0) for e in v]
     if 0 not in raw_lanes and all(type(x) is int for x in raw_lanes):
         c.bad(key, "needs at least one entry with lane 0 (concurrency 1 sends lane 0 alone)")
     complete = all(v is not None for e in entries for k, v in e.items() if k != "label")
-    return tuple(entries) if complete and len(c.problems) == before else None   # (a bad default: None)
+    return tuple(entries) if complete and len(c.problems) == before else None  # (a bad default: None)
 
 
 def check_context(c, w: dict, checkpoint: Path | None) -> None:
@@ -191,15 +271,20 @@ def check_context(c, w: dict, checkpoint: Path | None) -> None:
     try:
         limit = int(json.loads((checkpoint / "config.json").read_text())["max_position_embeddings"])
     except (OSError, ValueError, KeyError, TypeError):
-        return   # the checkpoint checks report an unreadable config
+        return  # the checkpoint checks report an unreadable config
     if w.get("script"):
         for i, e in enumerate(w["script"]):
             if e["prompt_tokens"] + e["max_new_tokens"] > limit:
-                c.bad(f"workload.script[{i}].prompt_tokens",
-                      f"{e['prompt_tokens']} prompt + {e['max_new_tokens']} new tokens exceed the "
-                      f"model's max_position_embeddings ({limit})")
+                c.bad(
+                    f"workload.script[{i}].prompt_tokens",
+                    f"{e['prompt_tokens']} prompt + {e['max_new_tokens']} new tokens exceed the "
+                    f"model's max_position_embeddings ({limit})",
+                )
     elif w.get("prompt_tokens") and w.get("max_new_tokens"):
         high, new = w["prompt_tokens"][1], w["max_new_tokens"]
         if high + new > limit:
-            c.bad("workload.prompt_tokens", f"the longest prompt ({high}) + max_new_tokens ({new}) "
-                  f"exceeds the model's max_position_embeddings ({limit})")
+            c.bad(
+                "workload.prompt_tokens",
+                f"the longest prompt ({high}) + max_new_tokens ({new}) "
+                f"exceeds the model's max_position_embeddings ({limit})",
+            )

@@ -16,6 +16,7 @@ text too short for its length is joined with the texts that follow it). So every
 round and concurrency level replays the same prompt for the same (client, i). This module
 does not talk to the engine.
 """
+
 from __future__ import annotations
 
 import random
@@ -60,8 +61,10 @@ class _TokenStream:
 
     def take(self, start: int, n: int) -> list[int]:
         if n > self.total:
-            raise WorkloadError(f"{self.source}: a {n}-token prompt needs more text than the "
-                                f"whole file holds ({self.total} tokens)")
+            raise WorkloadError(
+                f"{self.source}: a {n}-token prompt needs more text than the "
+                f"whole file holds ({self.total} tokens)"
+            )
         out: list[int] = []
         doc = start
         while len(out) < n:
@@ -82,15 +85,16 @@ class PromptStream:
         self._text = _TokenStream([e.ids for e in encoded], source)
         self._rng = random.Random(seed)
         self.width = width
-        self._shared = self._text.take(self._rng.randrange(len(self._text.docs)),
-                                       workload.shared_prefix_tokens)
+        self._shared = self._text.take(
+            self._rng.randrange(len(self._text.docs)), workload.shared_prefix_tokens
+        )
         self._order = list(range(len(self._text.docs)))
         self._rng.shuffle(self._order)
         self._span = workload.prompt_tokens
         # Fail here, before any cell, when the longest prompt cannot be made from the text.
         self._text.take(0, self._span[1] - len(self._shared))
         self._lengths: list[int] = []
-        self._prompts: dict[tuple[int, int], list[int]] = {}   # built once, replayed by every arm and round
+        self._prompts: dict[tuple[int, int], list[int]] = {}  # built once, replayed by every arm and round
 
     def request_id(self, client: int, i: int) -> int:
         if not 0 <= client < self.width or i < 0:
@@ -115,7 +119,10 @@ class PromptStream:
         if key not in self._prompts:
             own = n - len(self._shared)
             if own < 1:
-                raise WorkloadError(f"a {n}-token prompt leaves no tokens after the "
-                                    f"{len(self._shared)}-token shared prefix")
-            self._prompts[key] = self._shared + self._text.take(self._order[request_id % len(self._order)], own)
+                raise WorkloadError(
+                    f"a {n}-token prompt leaves no tokens after the {len(self._shared)}-token shared prefix"
+                )
+            self._prompts[key] = self._shared + self._text.take(
+                self._order[request_id % len(self._order)], own
+            )
         return self._prompts[key]

@@ -9,6 +9,7 @@ A repetition is one complete pass over the cells (each `runner run NAME --aa ARM
 read through the same views (`views.py`) and the same paired bootstrap the posts use.
 This module reads through `queries.Reader` and formats text; it writes nothing.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,8 +43,10 @@ def aa_cells(reader: queries.Reader, experiment: str) -> tuple[str, list[Cell]]:
     arms = sorted({a for _, a, _ in reader.layout(experiment, False)})
     base = next((a for a in arms if f"{a}{COPY_SUFFIX}" in arms), None)
     if base is None:
-        raise queries.QueryError(f"experiment {experiment!r} has no arm with its {COPY_SUFFIX} copy "
-                                 f"(arms: {', '.join(arms) or 'none'}); measure it with runner run NAME --aa ARM")
+        raise queries.QueryError(
+            f"experiment {experiment!r} has no arm with its {COPY_SUFFIX} copy "
+            f"(arms: {', '.join(arms) or 'none'}); measure it with runner run NAME --aa ARM"
+        )
     starts = reader.repetition_starts(experiment, base)
     cutoffs: list[datetime | None] = [*starts[1:], None]
     views = ViewCache(reader)
@@ -65,16 +68,22 @@ def report(reader: queries.Reader, experiment: str) -> tuple[list[str], float]:
     if not cells:
         return [f"{experiment}: no A/A cell has an interval yet"], 0.0
     reps = 1 + max(c.repetition for c in cells)
-    lines = [f"{experiment}: {base}{COPY_SUFFIX} against {base}, {reps} repetition(s), "
-             f"{len(cells)} cells with an interval"]
+    lines = [
+        f"{experiment}: {base}{COPY_SUFFIX} against {base}, {reps} repetition(s), "
+        f"{len(cells)} cells with an interval"
+    ]
     for metric in METRICS:
         mine = [c for c in cells if c.metric == metric]
         if mine:
             worst = max(mine, key=lambda c: abs(c.change))
-            lines.append(f"  {metric:<15} {sum(c.covers for c in mine):>3} of {len(mine):>3} include no change; "
-                         f"largest change {worst.change:+.1%} [{worst.lo:+.1%}, {worst.hi:+.1%}] "
-                         f"(repetition {worst.repetition}, concurrency {worst.concurrency})")
+            lines.append(
+                f"  {metric:<15} {sum(c.covers for c in mine):>3} of {len(mine):>3} include no change; "
+                f"largest change {worst.change:+.1%} [{worst.lo:+.1%}, {worst.hi:+.1%}] "
+                f"(repetition {worst.repetition}, concurrency {worst.concurrency})"
+            )
     share = sum(c.covers for c in cells) / len(cells)
-    lines.append(f"  all metrics: {sum(c.covers for c in cells)} of {len(cells)} ({share:.0%}) include "
-                 "no change; about 95% is what 95% intervals should give")
+    lines.append(
+        f"  all metrics: {sum(c.covers for c in cells)} of {len(cells)} ({share:.0%}) include "
+        "no change; about 95% is what 95% intervals should give"
+    )
     return lines, share

@@ -8,6 +8,7 @@ Each later measurement (a chip and a code version, with runs after the post's da
 a dated note saying which cells it measured and what it says of the claims. This module
 compares verdicts and writes text; `post.py` renders.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,16 +16,16 @@ from dataclasses import dataclass
 from runner.publish.claims import Verdict
 from runner.publish.notes import Note
 
-
 MOVES_SHOWN = 6
 
 
 @dataclass(frozen=True, slots=True)
 class Column:
     """One judging view of the claims: a chip's newest data, or the home data."""
+
     label: str
     chip_id: str | None
-    verdicts: dict[int, Verdict]       # claim number -> verdict in this view
+    verdicts: dict[int, Verdict]  # claim number -> verdict in this view
 
 
 def plain(v: Verdict | None) -> str:
@@ -36,10 +37,22 @@ def plain(v: Verdict | None) -> str:
 def table_rows(home: list[Verdict], columns: list[Column]) -> list[dict]:
     rows = []
     for v in home:
-        cells = [{"value": c.verdicts[v.number].measured.text() if v.number in c.verdicts else "not measured",
-                  "verdict": plain(c.verdicts.get(v.number))} for c in columns]
-        rows.append({"number": v.number, "stated": v.stated, "home": v.measured.text(),
-                     "home_verdict": plain(v), "cells": cells})
+        cells = [
+            {
+                "value": c.verdicts[v.number].measured.text() if v.number in c.verdicts else "not measured",
+                "verdict": plain(c.verdicts.get(v.number)),
+            }
+            for c in columns
+        ]
+        rows.append(
+            {
+                "number": v.number,
+                "stated": v.stated,
+                "home": v.measured.text(),
+                "home_verdict": plain(v),
+                "cells": cells,
+            }
+        )
     return rows
 
 
@@ -48,13 +61,21 @@ def _cells_text(runs: list[tuple]) -> str:
     concs = sorted({int(r[3]) for r in runs})
     rounds = sorted({int(r[4]) for r in runs})
     cells = len({(r[2], r[3]) for r in runs})
-    return (f"{cells} cell{'s' if cells != 1 else ''} (arm{'s' if len(arms) != 1 else ''} "
-            f"{', '.join(arms)}; concurrency {', '.join(map(str, concs))}; "
-            f"round{'s' if len(rounds) != 1 else ''} {', '.join(map(str, rounds))})")
+    return (
+        f"{cells} cell{'s' if cells != 1 else ''} (arm{'s' if len(arms) != 1 else ''} "
+        f"{', '.join(arms)}; concurrency {', '.join(map(str, concs))}; "
+        f"round{'s' if len(rounds) != 1 else ''} {', '.join(map(str, rounds))})"
+    )
 
 
-def later_notes(experiment: str, runs: list[tuple], labels: dict[str, str], home_chip: str | None,
-                home: list[Verdict], columns: dict[str, Column]) -> list[Note]:
+def later_notes(
+    experiment: str,
+    runs: list[tuple],
+    labels: dict[str, str],
+    home_chip: str | None,
+    home: list[Verdict],
+    columns: dict[str, Column],
+) -> list[Note]:
     """runs: (run_id, chip_id, arm, concurrency, round, day, code_version) after the post's
     date. One note per (chip, code version); columns: chip id -> its newest-data view."""
     groups: dict[tuple[str, str], list[tuple]] = {}
@@ -63,21 +84,30 @@ def later_notes(experiment: str, runs: list[tuple], labels: dict[str, str], home
     notes = []
     for (chip, code), rs in sorted(groups.items(), key=lambda kv: (max(r[5] for r in kv[1]), kv[0])):
         where = labels.get(chip, chip)
-        text = (f"Measured after this post was written: experiment {experiment} on {where} "
-                f"at code version {code}, {_cells_text(rs)}. ")
+        text = (
+            f"Measured after this post was written: experiment {experiment} on {where} "
+            f"at code version {code}, {_cells_text(rs)}. "
+        )
         col = columns.get(chip)
         if col is None or not home:
             text += "No claim of this post reads these cells."
         else:
             moved = [(v, col.verdicts.get(v.number)) for v in home]
             moved = [(v, w) for v, w in moved if w is not None and w.measured.text() != v.measured.text()]
-            shown = "; ".join(f"claim {v.stated!r} was {v.measured.text()}, now {w.measured.text()} "
-                              f"({plain(w)})" for v, w in moved[:MOVES_SHOWN])
+            shown = "; ".join(
+                f"claim {v.stated!r} was {v.measured.text()}, now {w.measured.text()} ({plain(w)})"
+                for v, w in moved[:MOVES_SHOWN]
+            )
             more = len(moved) - MOVES_SHOWN
-            text += (shown + (f"; and {more} more" if more > 0 else "") + ". " if moved
-                     else "No claimed figure changed at its printed precision. ")
+            text += (
+                shown + (f"; and {more} more" if more > 0 else "") + ". "
+                if moved
+                else "No claimed figure changed at its printed precision. "
+            )
             held = sum(plain(col.verdicts.get(v.number)) == "holds" for v in home)
-            text += (f"On this data {held} of the post's {len(home)} claims hold (see the claims on "
-                     "every chip); they stay judged on the home data as of the post's date.")
+            text += (
+                f"On this data {held} of the post's {len(home)} claims hold (see the claims on "
+                "every chip); they stay judged on the home data as of the post's date."
+            )
         notes.append(Note(max(r[5] for r in rs), text, automatic=True))
     return notes

@@ -9,9 +9,11 @@ home unless the claims-on-every-chip table is being filled); values and tables t
 values take `as_of=` (a day: a claim in a dated update section is judged on the data as
 of its own day, not the post's).
 """
+
 from __future__ import annotations
 
-from runner.publish import blocks, timelines, traffic as traffic_choice
+from runner.publish import blocks, timelines
+from runner.publish import traffic as traffic_choice
 from runner.publish.postdata import PostData
 from runner.publish.templating import render_block
 
@@ -22,19 +24,26 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
     def data(experiment) -> PostData | None:
         if experiment is None or experiment in datas:
             return datas[default if experiment is None else experiment]
-        first.fail(f"unknown experiment {experiment!r}; this post draws on "
-                   + ", ".join(repr(e) for e in datas))
+        first.fail(
+            f"unknown experiment {experiment!r}; this post draws on " + ", ".join(repr(e) for e in datas)
+        )
         return None
 
     def value(experiment, kind, read):
         d = data(experiment)
         if d is None:
-            return first.measured(None, None, None, 0, kind, f"a value of experiment {experiment!r}", "", set())
+            return first.measured(
+                None, None, None, 0, kind, f"a value of experiment {experiment!r}", "", set()
+            )
         return read(d)
 
     def block(experiment, draw):
         d = data(experiment)
-        return first.token(render_block("block_error.html", message="block not drawn"), "") if d is None else draw(d)
+        return (
+            first.token(render_block("block_error.html", message="block not drawn"), "")
+            if d is None
+            else draw(d)
+        )
 
     def regime_table(metrics, base=None, experiment=None, requests=None):
         return block(experiment, lambda d: blocks.regime_table(d, metrics, base, requests))
@@ -52,12 +61,18 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
         return value(experiment, "value", lambda d: d.metric(name, arm, concurrency, chip, requests, as_of))
 
     def gain(metric, arm, base=None, concurrency=1, chip=None, experiment=None, requests=None, as_of=None):
-        return value(experiment, "change",
-                     lambda d: d.compare(metric, arm, base, concurrency, chip, "change", requests, as_of))
+        return value(
+            experiment,
+            "change",
+            lambda d: d.compare(metric, arm, base, concurrency, chip, "change", requests, as_of),
+        )
 
     def ratio(metric, arm, base=None, concurrency=1, chip=None, experiment=None, requests=None, as_of=None):
-        return value(experiment, "ratio",
-                     lambda d: d.compare(metric, arm, base, concurrency, chip, "ratio", requests, as_of))
+        return value(
+            experiment,
+            "ratio",
+            lambda d: d.compare(metric, arm, base, concurrency, chip, "ratio", requests, as_of),
+        )
 
     def headline_table(arm, base=None, metrics=("prefill_tps", "decode_tps"), experiments=None):
         chosen = [data(e) for e in (experiments or list(datas))]
@@ -80,8 +95,20 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
         d = data(experiment)
         return "" if d is None else traffic_choice.best_arm(d, profile, chip, as_of)
 
-    return {"regime_table": regime_table, "headline_table": headline_table, "chart": chart,
-            "timeline_chart": timeline_chart, "metric": metric, "gain": gain,
-            "ratio": ratio, "claim": claim, "drafted_by_width_chart": drafted_by_width_chart,
-            "traffic": traffic, "traffic_speed": traffic_speed, "traffic_gain": traffic_gain,
-            "traffic_best": traffic_best, "experiment": default, "experiments": list(datas)}
+    return {
+        "regime_table": regime_table,
+        "headline_table": headline_table,
+        "chart": chart,
+        "timeline_chart": timeline_chart,
+        "metric": metric,
+        "gain": gain,
+        "ratio": ratio,
+        "claim": claim,
+        "drafted_by_width_chart": drafted_by_width_chart,
+        "traffic": traffic,
+        "traffic_speed": traffic_speed,
+        "traffic_gain": traffic_gain,
+        "traffic_best": traffic_best,
+        "experiment": default,
+        "experiments": list(datas),
+    }

@@ -3,6 +3,7 @@ ceiling marked. Returns figure JSON and a deterministic div id; the HTML around 
 in `templates/blocks/chart.html`. No querying here, and no plotly Python objects (their
 JSON carries a large theme template); figures are plain dicts dumped with sorted keys.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,6 +21,7 @@ PANEL_GAP = 0.08
 @dataclass(frozen=True, slots=True)
 class Series:
     """One arm on one chip: x positions with mean, lo and hi (lo/hi may equal mean)."""
+
     chip_id: str
     arm: str
     x: tuple[float, ...]
@@ -54,44 +56,101 @@ def _panel_axes(i: int, n: int) -> tuple[str, str, dict, dict]:
     return f"x{suffix}", f"y{suffix}", xaxis, yaxis
 
 
-def panel_figure(series: list[Series], chips: list[tuple[str, str]], arms: list[str],
-                 regime_x: dict[str, float], x_title: str, y_title: str,
-                 x_ticks: list[tuple[float, str]], kind: str = "lines") -> dict:
+def panel_figure(
+    series: list[Series],
+    chips: list[tuple[str, str]],
+    arms: list[str],
+    regime_x: dict[str, float],
+    x_title: str,
+    y_title: str,
+    x_ticks: list[tuple[float, str]],
+    kind: str = "lines",
+) -> dict:
     """chips: (chip_id, name) in page order; regime_x: label -> x position to mark."""
-    data, layout = [], {"showlegend": True, "margin": {"l": 50, "r": 10, "t": 40, "b": 50},
-                        "legend": {"orientation": "h", "y": -0.2}, "shapes": [],
-                        "annotations": [], "height": 360, "paper_bgcolor": "rgba(0,0,0,0)",
-                        "plot_bgcolor": "rgba(0,0,0,0)"}
+    data, layout = (
+        [],
+        {
+            "showlegend": True,
+            "margin": {"l": 50, "r": 10, "t": 40, "b": 50},
+            "legend": {"orientation": "h", "y": -0.2},
+            "shapes": [],
+            "annotations": [],
+            "height": 360,
+            "paper_bgcolor": "rgba(0,0,0,0)",
+            "plot_bgcolor": "rgba(0,0,0,0)",
+        },
+    )
     for i, (chip_id, chip_name) in enumerate(chips):
         xref, yref, xaxis, yaxis = _panel_axes(i, len(chips))
-        xaxis.update({"title": {"text": x_title}, "tickvals": [t for t, _ in x_ticks],
-                      "ticktext": [label for _, label in x_ticks]})
+        xaxis.update(
+            {
+                "title": {"text": x_title},
+                "tickvals": [t for t, _ in x_ticks],
+                "ticktext": [label for _, label in x_ticks],
+            }
+        )
         yaxis["title"] = {"text": y_title if i == 0 else ""}
         layout["xaxis" + xref[1:]] = xaxis
         layout["yaxis" + yref[1:]] = yaxis
-        layout["annotations"].append({"text": _plotly_text(chip_name), "showarrow": False,
-                                      "xref": f"{xref} domain", "yref": "paper", "x": 0.5,
-                                      "y": 1.08, "xanchor": "center"})
+        layout["annotations"].append(
+            {
+                "text": _plotly_text(chip_name),
+                "showarrow": False,
+                "xref": f"{xref} domain",
+                "yref": "paper",
+                "x": 0.5,
+                "y": 1.08,
+                "xanchor": "center",
+            }
+        )
         for label, x in sorted(regime_x.items(), key=lambda kv: kv[1]):
-            layout["shapes"].append({"type": "line", "xref": xref, "yref": f"{yref} domain",
-                                     "x0": x, "x1": x, "y0": 0, "y1": 1,
-                                     "line": {"dash": "dot", "width": 1, "color": "#888"}})
-            layout["annotations"].append({"text": label, "showarrow": False, "xref": xref,
-                                          "yref": f"{yref} domain", "x": x, "y": 1.0,
-                                          "yanchor": "bottom", "font": {"size": 10}})
+            layout["shapes"].append(
+                {
+                    "type": "line",
+                    "xref": xref,
+                    "yref": f"{yref} domain",
+                    "x0": x,
+                    "x1": x,
+                    "y0": 0,
+                    "y1": 1,
+                    "line": {"dash": "dot", "width": 1, "color": "#888"},
+                }
+            )
+            layout["annotations"].append(
+                {
+                    "text": label,
+                    "showarrow": False,
+                    "xref": xref,
+                    "yref": f"{yref} domain",
+                    "x": x,
+                    "y": 1.0,
+                    "yanchor": "bottom",
+                    "font": {"size": 10},
+                }
+            )
         for s in series:
             if s.chip_id != chip_id:
                 continue
             color = PALETTE[arms.index(s.arm) % len(PALETTE)]
-            trace = {"type": "bar" if kind == "bars" else "scatter", "name": _plotly_text(s.arm),
-                     "legendgroup": _plotly_text(s.arm), "showlegend": i == 0,
-                     "x": list(s.x), "y": list(s.mean), "xaxis": xref, "yaxis": yref,
-                     "marker": {"color": color}}
+            trace = {
+                "type": "bar" if kind == "bars" else "scatter",
+                "name": _plotly_text(s.arm),
+                "legendgroup": _plotly_text(s.arm),
+                "showlegend": i == 0,
+                "x": list(s.x),
+                "y": list(s.mean),
+                "xaxis": xref,
+                "yaxis": yref,
+                "marker": {"color": color},
+            }
             if kind != "bars":
                 trace["mode"] = "lines+markers"
-            trace["error_y"] = {"type": "data", "symmetric": False,
-                                "array": [_nonneg(h, m) for h, m in zip(s.hi, s.mean)],
-                                "arrayminus": [_nonneg(m, lo) for lo, m in zip(s.lo, s.mean)]}
+            trace["error_y"] = {
+                "type": "data",
+                "symmetric": False,
+                "array": [_nonneg(h, m) for h, m in zip(s.hi, s.mean)],
+                "arrayminus": [_nonneg(m, lo) for lo, m in zip(s.lo, s.mean)],
+            }
             data.append(trace)
     return {"data": data, "layout": layout}
 

@@ -14,6 +14,7 @@ The rules, each verdict naming the one that decided it:
   rounding, but cannot carry a direction or "level".
 This module neither queries nor renders; it works on Measured values it is given.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,12 +27,13 @@ from markupsafe import Markup, escape
 class Measured:
     """A recomputed figure: mean over rounds and its 95% interval [lo, hi] (None: none).
     kind: "value" (a metric), "change" (on/base - 1) or "ratio" (on/base)."""
+
     value: float | None
     lo: float | None
     hi: float | None
     n_rounds: int
     kind: str
-    what: str          # human description, e.g. "decode_tps on vs off at concurrency 1 on M1"
+    what: str  # human description, e.g. "decode_tps on vs off at concurrency 1 on M1"
     decimals: int = 1
     unit: str = ""
 
@@ -73,17 +75,19 @@ class ClaimSyntaxError(ValueError):
     pass
 
 
-_STATED = re.compile(r"^\s*(?P<sign>[+\-\u2212]?)\s*(?P<num>\d[\d,]*(?:\.\d+)?|\.\d+)\s*"
-                     r"(?P<suffix>%|x|\u00d7)?(?P<rest>.*)$")
+_STATED = re.compile(
+    r"^\s*(?P<sign>[+\-\u2212]?)\s*(?P<num>\d[\d,]*(?:\.\d+)?|\.\d+)\s*"
+    r"(?P<suffix>%|x|\u00d7)?(?P<rest>.*)$"
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Stated:
     text: str
-    value: float          # in the Measured's scale (fractions for %, ratios for x)
-    lo: float             # rounding interval [lo, hi)
+    value: float  # in the Measured's scale (fractions for %, ratios for x)
+    lo: float  # rounding interval [lo, hi)
     hi: float
-    suffix: str           # "%", "x" or ""
+    suffix: str  # "%", "x" or ""
 
 
 def parse_stated(text: str, kind: str) -> Stated:
@@ -94,7 +98,7 @@ def parse_stated(text: str, kind: str) -> Stated:
     num = m.group("num").replace(",", "")
     decimals = len(num.split(".")[1]) if "." in num else 0
     value = float(num) * (-1 if m.group("sign") in ("-", "\u2212") else 1)
-    half = 0.5 * 10 ** -decimals
+    half = 0.5 * 10**-decimals
     suffix = {"\u00d7": "x"}.get(m.group("suffix") or "", m.group("suffix") or "")
     lo, hi = value - half, value + half
     if suffix == "%":
@@ -114,9 +118,11 @@ class Verdict:
     line: int | None
 
     def failure_message(self) -> str:
-        return (f"claim {self.number} stated {self.stated!r}, measured "
-                f"{self.measured.text()} (95% interval {self.measured.interval_text() or 'none'}, "
-                f"{self.measured.what}): {self.reason}")
+        return (
+            f"claim {self.number} stated {self.stated!r}, measured "
+            f"{self.measured.text()} (95% interval {self.measured.interval_text() or 'none'}, "
+            f"{self.measured.what}): {self.reason}"
+        )
 
 
 LEVEL_WORDS = ("level", "\u00b10%", "+-0%", "+/-0%")
@@ -127,10 +133,12 @@ def is_level(stated_text: str) -> bool:
     return str(stated_text).strip().lower() in LEVEL_WORDS
 
 
-def judge(number: int, stated_text: str, measured: Measured, line: int | None,
-          missing_reason: str | None = None) -> Verdict:
+def judge(
+    number: int, stated_text: str, measured: Measured, line: int | None, missing_reason: str | None = None
+) -> Verdict:
     """`missing_reason`: why a value is absent when the data knows (e.g. "not measured by
     runtime mlx-lm-server"), said instead of "no data behind this claim"."""
+
     def verdict(ok: bool, reason: str) -> Verdict:
         return Verdict(number, stated_text, measured, ok, reason, line)
 
@@ -142,8 +150,10 @@ def judge(number: int, stated_text: str, measured: Measured, line: int | None,
         inc = measured.includes_no_change()
         if inc is None:
             return verdict(False, f"{NO_INTERVAL} cannot show no difference")
-        return verdict(inc, "level: the interval includes no change" if inc
-                       else "not level: the interval excludes no change")
+        return verdict(
+            inc,
+            "level: the interval includes no change" if inc else "not level: the interval excludes no change",
+        )
     try:
         stated = parse_stated(stated_text, measured.kind)
     except ClaimSyntaxError as e:
@@ -155,8 +165,12 @@ def judge(number: int, stated_text: str, measured: Measured, line: int | None,
     elif measured.lo is not None and measured.lo <= stated.value <= measured.hi:
         reason = "inside the 95% interval"
     else:
-        return verdict(False, "outside both the stated rounding and the 95% interval"
-                       if measured.lo is not None else f"does not round to the stated value; {NO_INTERVAL}")
+        return verdict(
+            False,
+            "outside both the stated rounding and the 95% interval"
+            if measured.lo is not None
+            else f"does not round to the stated value; {NO_INTERVAL}",
+        )
     directional = {"change": stated.value != 0.0, "ratio": stated.value != 1.0}.get(measured.kind, False)
     if not directional:
         return verdict(True, reason)
@@ -172,4 +186,5 @@ def claim_link(verdict: Verdict) -> Markup:
     cls = "bothrows-claim" + ("" if verdict.ok else " bothrows-claim-failed")
     title = f"recomputed {verdict.measured.text()}"
     return Markup('<a class="{}" id="claim-{}" href="#audit-claim-{}" title="{}">{}</a>').format(
-        cls, verdict.number, verdict.number, title, verdict.stated)
+        cls, verdict.number, verdict.number, title, verdict.stated
+    )

@@ -4,6 +4,7 @@ every post with its recomputed value and verdict; exit 1 on any failure).
 Bad input (a missing mkdocs.yml, an invalid config) is one readable line on stderr and
 exit code 2, never a traceback. Rendering itself lives in `post.py`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,30 +20,39 @@ from mkdocs.config import load_config
 from mkdocs.exceptions import Abort, ConfigurationError, PluginError
 from mkdocs.utils.meta import get_data
 
-from runner.publish.plugin import line_offset
 from runner.publish import queries
 from runner.publish.across import plain
-from runner.publish.plugin import database_of
-from runner.store.store import StoreError
+from runner.publish.plugin import database_of, line_offset
 from runner.publish.post import experiments_of, is_data_post, render_post
+from runner.store.store import StoreError
 
 
 def add_build_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config-file", "-f", default="mkdocs.yml", help="mkdocs config (default mkdocs.yml)")
     p.add_argument("--site-dir", "-d", default=None, help="output folder (default: the config's site_dir)")
-    p.add_argument("--no-strict", action="store_true",
-                   help="render gaps as 'not measured' and failed claims as marked, without failing")
+    p.add_argument(
+        "--no-strict",
+        action="store_true",
+        help="render gaps as 'not measured' and failed claims as marked, without failing",
+    )
 
 
 def add_audit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config-file", "-f", default="mkdocs.yml", help="mkdocs config (default mkdocs.yml)")
     p.add_argument("--database", default=None, help="DuckDB file (default: the plugin's `database`)")
-    p.add_argument("--aa", metavar="EXPERIMENT", default=None,
-                   help="instead: the A/A check of EXPERIMENT (made by runner run NAME --aa ARM): "
-                        "the share of cells whose interval includes no change")
-    p.add_argument("--chip", default=None,
-                   help="judge every claim on this chip's newest data instead of each post's home "
-                        "(the exit code then reflects that chip)")
+    p.add_argument(
+        "--aa",
+        metavar="EXPERIMENT",
+        default=None,
+        help="instead: the A/A check of EXPERIMENT (made by runner run NAME --aa ARM): "
+        "the share of cells whose interval includes no change",
+    )
+    p.add_argument(
+        "--chip",
+        default=None,
+        help="judge every claim on this chip's newest data instead of each post's home "
+        "(the exit code then reflects that chip)",
+    )
 
 
 def _config(args, **overrides):
@@ -83,6 +93,7 @@ def build_site(config_file: Path, site_dir: str | Path | None = None, strict: bo
 
 def _sync(db: Path, who: str) -> None:
     from runner.store.measurements import sync_database
+
     loaded = sync_database(db)
     if loaded is not None and loaded.rebuilt:
         print(f"{who}: {loaded.describe()}")
@@ -99,8 +110,10 @@ def _source_date_epoch(db: Path) -> None:
     if newest is not None:
         epoch = int(newest.replace(tzinfo=timezone.utc).timestamp())
         os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
-        print(f"runner build: SOURCE_DATE_EPOCH={epoch} ({newest:%Y-%m-%d %H:%M} UTC, the newest "
-              "run's finish time), so every machine builds the same site")
+        print(
+            f"runner build: SOURCE_DATE_EPOCH={epoch} ({newest:%Y-%m-%d %H:%M} UTC, the newest "
+            "run's finish time), so every machine builds the same site"
+        )
 
 
 def _database(cfg, args) -> Path:
@@ -118,6 +131,7 @@ def main_audit(args) -> int:
         _sync(db, "runner audit")
         if getattr(args, "aa", None):
             from runner.publish.aa import report
+
             with queries.Reader(db) as reader:
                 lines, _ = report(reader, args.aa)
             print("\n".join(lines))
@@ -137,18 +151,29 @@ def main_audit(args) -> int:
             continue
         posts += 1
         key = path.relative_to(docs).as_posix()
-        post = render_post(body, meta, key=key, db_path=db, line_offset=line_offset(source, body),
-                           declarations=docs / "experiments", judge_chip=args.chip)
+        post = render_post(
+            body,
+            meta,
+            key=key,
+            db_path=db,
+            line_offset=line_offset(source, body),
+            declarations=docs / "experiments",
+            judge_chip=args.chip,
+        )
         where = f"judged on {args.chip!r}'s newest data" if args.chip else f"home: {post.home_label}"
         print(f"== {key} (experiments {', '.join(experiments_of(meta)[0]) or '?'}; {where})")
         for v in post.verdicts:
-            print(f"  {key}:{v.line or 1}  {v.stated!r:>10}  measured {v.measured.text():>12}  "
-                  f"95% [{v.measured.interval_text() or 'none'}]  "
-                  f"{'ok  ' if v.ok else 'FAIL'}  {v.reason}")
+            print(
+                f"  {key}:{v.line or 1}  {v.stated!r:>10}  measured {v.measured.text():>12}  "
+                f"95% [{v.measured.interval_text() or 'none'}]  "
+                f"{'ok  ' if v.ok else 'FAIL'}  {v.reason}"
+            )
             for col in post.columns:
                 other = col.verdicts.get(v.number)
-                print(f"      on {col.label}: {other.measured.text() if other else 'not measured'}  "
-                      f"[{other.measured.interval_text() if other else ''}]  {plain(other)}")
+                print(
+                    f"      on {col.label}: {other.measured.text() if other else 'not measured'}  "
+                    f"[{other.measured.interval_text() if other else ''}]  {plain(other)}"
+                )
         verdict_msgs = {v.failure_message() for v in post.verdicts}
         for f in post.failures:
             if f.message not in verdict_msgs:

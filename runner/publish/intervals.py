@@ -28,6 +28,7 @@ DuckDB's interpolated `quantile_cont`), a difference far below the intervals' wi
 This module computes; it neither queries nor renders: `PostData` hands it the per-run and
 per-request values that `queries.Reader` returns as arrays.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -40,13 +41,19 @@ DRAWS = 2000
 LEVEL = 0.95
 # metric -> (per-request column, aggregator: "mean" or a quantile in (0, 1))
 REQUEST_METRICS: dict[str, tuple[str, object]] = {
-    "prefill_tps": ("prefill_tps", "mean"), "decode_tps": ("decode_tps", "mean"),
-    "ttft_p50_ms": ("ttft_ms", 0.5), "ttft_p90_ms": ("ttft_ms", 0.9),
-    "tpot_p50_ms": ("tpot_ms", 0.5), "tpot_p90_ms": ("tpot_ms", 0.9),
-    "ttft_p99_ms": ("ttft_ms", 0.99), "tpot_p99_ms": ("tpot_ms", 0.99),
+    "prefill_tps": ("prefill_tps", "mean"),
+    "decode_tps": ("decode_tps", "mean"),
+    "ttft_p50_ms": ("ttft_ms", 0.5),
+    "ttft_p90_ms": ("ttft_ms", 0.9),
+    "tpot_p50_ms": ("tpot_ms", 0.5),
+    "tpot_p90_ms": ("tpot_ms", 0.9),
+    "ttft_p99_ms": ("ttft_ms", 0.99),
+    "tpot_p99_ms": ("tpot_ms", 0.99),
     # every inter-token gap of the run (a request's gaps move together), and each
     # request's longest gap, of which the run's figure is the largest
-    "itl_p50_ms": ("itl_ms", 0.5), "itl_p90_ms": ("itl_ms", 0.9), "itl_p99_ms": ("itl_ms", 0.99),
+    "itl_p50_ms": ("itl_ms", 0.5),
+    "itl_p90_ms": ("itl_ms", 0.9),
+    "itl_p99_ms": ("itl_ms", 0.99),
     "stall_max_ms": ("stall_ms", 1.0),
 }
 
@@ -80,7 +87,7 @@ class Intervals:
 
     def __init__(self, key: str, runs: dict, requests: dict):
         self.key, self.runs, self.requests = key, runs, requests
-        self._cells: dict[tuple, list[dict]] = {}       # (chip, arm, concurrency) -> runs by round
+        self._cells: dict[tuple, list[dict]] = {}  # (chip, arm, concurrency) -> runs by round
         for (c, a, k, _), v in sorted(runs.items()):
             self._cells.setdefault((c, a, k), []).append(v)
         self._draws: dict[tuple, tuple] = {}
@@ -96,11 +103,20 @@ class Intervals:
             w = rng.multinomial(len(rounds), [1 / len(rounds)] * len(rounds), size=DRAWS) if rounds else None
             per_round = {}
             for r in rounds:
-                ids = np.unique(np.concatenate([np.asarray(rid, dtype=np.int64)
-                                                for (c, _, k2, r2), cols in self.requests.items()
-                                                if (c, k2, r2) == (chip, conc, r) for rid, _ in cols.values()]
-                                               or [np.array([], dtype=np.int64)]))
-                counts = rng.multinomial(len(ids), [1 / len(ids)] * len(ids), size=DRAWS) if len(ids) else None
+                ids = np.unique(
+                    np.concatenate(
+                        [
+                            np.asarray(rid, dtype=np.int64)
+                            for (c, _, k2, r2), cols in self.requests.items()
+                            if (c, k2, r2) == (chip, conc, r)
+                            for rid, _ in cols.values()
+                        ]
+                        or [np.array([], dtype=np.int64)]
+                    )
+                )
+                counts = (
+                    rng.multinomial(len(ids), [1 / len(ids)] * len(ids), size=DRAWS) if len(ids) else None
+                )
                 per_round[r] = (ids, counts)
             self._draws[k] = (rounds, w, per_round)
         return self._draws[k]
@@ -129,7 +145,9 @@ class Intervals:
         weights = np.where(np.isnan(stats), 0, w)
         total = weights.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            out = np.where(total > 0, (np.nan_to_num(stats) * weights).sum(axis=1) / np.maximum(total, 1), np.nan)
+            out = np.where(
+                total > 0, (np.nan_to_num(stats) * weights).sum(axis=1) / np.maximum(total, 1), np.nan
+            )
         return out
 
     def _request_stat(self, metric: str, run_key: tuple, draws: tuple) -> np.ndarray:

@@ -3,6 +3,7 @@
 This is the vocabulary shared by the SQL in `queries.py` (which computes them) and the
 blocks that print them. It holds no SQL and no formatting code beyond the spec.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,27 +17,30 @@ class MetricSpec:
     decimals: int
 
 
-METRICS: dict[str, MetricSpec] = {m.name: m for m in (
-    MetricSpec("prefill_tps", "prefill", "tok/s", 1),
-    MetricSpec("decode_tps", "decode / seq", "tok/s", 1),
-    MetricSpec("aggregate_tps", "aggregate", "tok/s", 1),
-    MetricSpec("ttft_p50_ms", "TTFT p50", "ms", 1),
-    MetricSpec("ttft_p90_ms", "TTFT p90", "ms", 1),
-    MetricSpec("tpot_p50_ms", "TPOT p50", "ms", 2),
-    MetricSpec("tpot_p90_ms", "TPOT p90", "ms", 2),
-    MetricSpec("ttft_p99_ms", "TTFT p99", "ms", 1),
-    MetricSpec("tpot_p99_ms", "TPOT p99", "ms", 2),
-    MetricSpec("itl_p50_ms", "ITL p50", "ms", 2),
-    MetricSpec("itl_p90_ms", "ITL p90", "ms", 2),
-    MetricSpec("itl_p99_ms", "ITL p99", "ms", 1),
-    MetricSpec("stall_max_ms", "longest stall", "ms", 1),
-    MetricSpec("goodput_rps", "goodput", "req/s", 2),
-    MetricSpec("passes", "passes", "", 0),
-    MetricSpec("drafted_passes", "drafted passes", "", 0),
-    MetricSpec("acceptance", "acceptance", "", 3),
-    MetricSpec("state_mb", "state / seq", "MB", 2),
-    MetricSpec("max_state_mb", "max state / seq", "MB", 2),
-)}
+METRICS: dict[str, MetricSpec] = {
+    m.name: m
+    for m in (
+        MetricSpec("prefill_tps", "prefill", "tok/s", 1),
+        MetricSpec("decode_tps", "decode / seq", "tok/s", 1),
+        MetricSpec("aggregate_tps", "aggregate", "tok/s", 1),
+        MetricSpec("ttft_p50_ms", "TTFT p50", "ms", 1),
+        MetricSpec("ttft_p90_ms", "TTFT p90", "ms", 1),
+        MetricSpec("tpot_p50_ms", "TPOT p50", "ms", 2),
+        MetricSpec("tpot_p90_ms", "TPOT p90", "ms", 2),
+        MetricSpec("ttft_p99_ms", "TTFT p99", "ms", 1),
+        MetricSpec("tpot_p99_ms", "TPOT p99", "ms", 2),
+        MetricSpec("itl_p50_ms", "ITL p50", "ms", 2),
+        MetricSpec("itl_p90_ms", "ITL p90", "ms", 2),
+        MetricSpec("itl_p99_ms", "ITL p99", "ms", 1),
+        MetricSpec("stall_max_ms", "longest stall", "ms", 1),
+        MetricSpec("goodput_rps", "goodput", "req/s", 2),
+        MetricSpec("passes", "passes", "", 0),
+        MetricSpec("drafted_passes", "drafted passes", "", 0),
+        MetricSpec("acceptance", "acceptance", "", 3),
+        MetricSpec("state_mb", "state / seq", "MB", 2),
+        MetricSpec("max_state_mb", "max state / seq", "MB", 2),
+    )
+}
 
 
 # From per-token rows (inter-token gaps): absent for a run whose runtime gave no token times.

@@ -7,6 +7,7 @@ In strict mode (`mkdocs build --strict`, `runner build`) each failure is a warni
 mkdocs aborts after the build as it does for its own warnings; without strict mode
 the page still renders, with "not measured" rows and failed claims marked.
 """
+
 from __future__ import annotations
 
 import re
@@ -56,7 +57,7 @@ class BothrowsPlugin(BasePlugin[BothrowsConfig]):
     def on_config(self, config):
         self.db_path = database_of(config)
         self.rendered: dict[str, RenderedPost] = {}
-        self.pages: dict[str, str] = {}       # token -> src_uri of the page that owns it
+        self.pages: dict[str, str] = {}  # token -> src_uri of the page that owns it
         # our theme override goes after the author's custom_dir, before the theme itself
         # (on_config runs again on every `mkdocs serve` rebuild: insert once)
         dirs = config.theme.dirs
@@ -66,8 +67,9 @@ class BothrowsPlugin(BasePlugin[BothrowsConfig]):
 
     def on_files(self, files: Files, config):
         for f in list(files):
-            if Path(f.abs_src_path or "").resolve() == self.db_path.resolve() or \
-                    f.src_uri.endswith((".duckdb", ".duckdb.wal")):
+            if Path(f.abs_src_path or "").resolve() == self.db_path.resolve() or f.src_uri.endswith(
+                (".duckdb", ".duckdb.wal")
+            ):
                 files.remove(f)
         files.append(File.generated(config, PLOTLY_URI, abs_src_path=str(PLOTLY_JS)))
         files.append(File.generated(config, CSS_URI, abs_src_path=str(ASSETS_DIR / "bothrows.css")))
@@ -82,16 +84,24 @@ class BothrowsPlugin(BasePlugin[BothrowsConfig]):
             source = Path(page.file.abs_src_path).read_text(encoding="utf-8-sig")
         except OSError:
             source = ""
-        result = render_post(markdown, meta, key=key, db_path=self.db_path, page_url=page.url,
-                             line_offset=line_offset(source, markdown),
-                             declarations=Path(config.docs_dir) / "experiments")
+        result = render_post(
+            markdown,
+            meta,
+            key=key,
+            db_path=self.db_path,
+            page_url=page.url,
+            line_offset=line_offset(source, markdown),
+            declarations=Path(config.docs_dir) / "experiments",
+        )
         self.rendered[key] = result
         for tok in result.blocks:
             self.pages[tok] = key
         # the blog's excerpt of a post without a separator is the whole post; end it
         # before the provenance and audit sections, whose links only work on the post
         if EXCERPT_SEPARATOR not in result.markdown:
-            return result.markdown.replace("\n## Provenance\n", f"\n{EXCERPT_SEPARATOR}\n\n## Provenance\n", 1)
+            return result.markdown.replace(
+                "\n## Provenance\n", f"\n{EXCERPT_SEPARATOR}\n\n## Provenance\n", 1
+            )
         return result.markdown
 
     def _swap(self, html: str, owner: str | None) -> str:
@@ -106,6 +116,7 @@ class BothrowsPlugin(BasePlugin[BothrowsConfig]):
             if post is None:
                 return m.group(0)
             return post.blocks[tok] if self.pages[tok] == owner else post.inline_text.get(tok, "")
+
         html = _BLOCK_TOKEN.sub(replace, html)
         return _TOKEN.sub(replace, html)
 
@@ -120,8 +131,10 @@ class BothrowsPlugin(BasePlugin[BothrowsConfig]):
         for post in self.rendered.values():
             if post.downloads is not None:
                 write_downloads(site, post.downloads)
-        failures = sorted((f for p in self.rendered.values() for f in p.failures),
-                          key=lambda f: (f.path, f.line or 0, f.message))
+        failures = sorted(
+            (f for p in self.rendered.values() for f in p.failures),
+            key=lambda f: (f.path, f.line or 0, f.message),
+        )
         for f in failures:
             log.warning(f.describe())
         if failures:

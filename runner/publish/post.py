@@ -8,6 +8,7 @@ default of every call's `experiment=`), `chip:` (the home chip, `home.py`), `bas
 default base arm; otherwise each declaration's first arm), `date:` and `updates:`.
 It knows nothing about mkdocs (the plugin and `runner audit` share it).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,9 +22,9 @@ from pathlib import Path
 from runner.publish import across, queries
 from runner.publish.api import post_api
 from runner.publish.claims import Verdict
-from runner.publish.postdata import Failure, PostData, PostState, chip_labels
 from runner.publish.home import Judging, match_chip, resolve_home
 from runner.publish.notes import Note, as_day, declared_notes
+from runner.publish.postdata import Failure, PostData, PostState, chip_labels
 from runner.publish.provenance import Downloads
 from runner.publish.templating import render_block, render_post_body
 from runner.publish.views import ViewCache
@@ -40,7 +41,7 @@ class RenderedPost:
     verdicts: list[Verdict] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     downloads: Downloads | None = None
-    columns: list[across.Column] = field(default_factory=list)   # claims on every chip
+    columns: list[across.Column] = field(default_factory=list)  # claims on every chip
     home_label: str = ""
 
 
@@ -120,8 +121,9 @@ class _Post:
         out = {}
         for e, q in self.quick.items():
             arms, model = declared(self.declarations, e)
-            out[e] = PostData(state, self.views, e, q, base=base, judging=judging, labels=labels,
-                              declared_arms=arms)
+            out[e] = PostData(
+                state, self.views, e, q, base=base, judging=judging, labels=labels, declared_arms=arms
+            )
             out[e].model = Path(model).name
         return out
 
@@ -137,17 +139,37 @@ def _judging(post: _Post, as_of: datetime | None, judge_chip: str | None) -> Jud
     now = tuple(labels)
     if judge_chip is not None:
         hits = match_chip(judge_chip, list(now), labels, names)
-        return (Judging(hits[0], None, labels[hits[0]], every_value=True) if len(hits) == 1 else
-                Judging(None, None, judge_chip, f"--chip {judge_chip!r} names {len(hits)} chips; the data "
-                        f"has {', '.join(repr(l) for l in labels.values())}"))
-    then = tuple(sorted({c for e, q in post.quick.items() for c in post.views.get(e, q, as_of).chip_ids},
-                        key=lambda c: list(now).index(c)))
+        return (
+            Judging(hits[0], None, labels[hits[0]], every_value=True)
+            if len(hits) == 1
+            else Judging(
+                None,
+                None,
+                judge_chip,
+                f"--chip {judge_chip!r} names {len(hits)} chips; the data "
+                f"has {', '.join(repr(l) for l in labels.values())}",
+            )
+        )
+    then = tuple(
+        sorted(
+            {c for e, q in post.quick.items() for c in post.views.get(e, q, as_of).chip_ids},
+            key=lambda c: list(now).index(c),
+        )
+    )
     return resolve_home(post.meta.get("chip"), as_of, then, now, labels, names)
 
 
-def render_post(body: str, meta: dict, *, key: str, db_path, page_url: str = "",
-                line_offset: int = 0, declarations: Path | None = None,
-                judge_chip: str | None = None) -> RenderedPost:
+def render_post(
+    body: str,
+    meta: dict,
+    *,
+    key: str,
+    db_path,
+    page_url: str = "",
+    line_offset: int = 0,
+    declarations: Path | None = None,
+    judge_chip: str | None = None,
+) -> RenderedPost:
     """key: the post's path relative to the docs dir (names failures and seeds ids);
     declarations: the folder of experiment declarations (for the default base arm);
     judge_chip: judge claims on that chip's newest data instead of the home data."""
@@ -167,13 +189,17 @@ def render_post(body: str, meta: dict, *, key: str, db_path, page_url: str = "",
         for e in experiments:
             quick = reader.quick_choice(e)
             if quick is None:
-                out.failures.append(Failure(key, 1, f"experiment {e!r} has no complete runs in database {db_path}"))
+                out.failures.append(
+                    Failure(key, 1, f"experiment {e!r} has no complete runs in database {db_path}")
+                )
             else:
                 post.quick[e] = quick
         if not post.quick:
             return out
-        post.chips = sorted({c.chip_id: c for e, q in post.quick.items() for c in reader.chips(e, q)}.values(),
-                            key=lambda c: (c.name, c.chip_id))
+        post.chips = sorted(
+            {c.chip_id: c for e, q in post.quick.items() for c in reader.chips(e, q)}.values(),
+            key=lambda c: (c.name, c.chip_id),
+        )
         day = as_day(meta.get("date"))
         as_of = datetime.combine(day + timedelta(days=1), time()) if day else None
         judging = _judging(post, as_of, judge_chip)
@@ -188,18 +214,44 @@ def render_post(body: str, meta: dict, *, key: str, db_path, page_url: str = "",
         first = datas[next(iter(datas))]
         top = str(first.token(render_block("notes.html", notes=notes, quick=any(post.quick.values())), ""))
         m = _H1.search(rendered)
-        rendered = (rendered[:m.end()] + top + rendered[m.end():]) if m else top + rendered
+        rendered = (rendered[: m.end()] + top + rendered[m.end() :]) if m else top + rendered
         out.downloads = _downloads(reader, post, folder, state)
         links = [(n, first.href(n)) for n in out.downloads.file_names()]
-        prov = "".join(str(first.token(render_block(
-            "provenance.html", experiment=e, quick=q, chips=datas[e].chips, facts=reader.provenance(e, q),
-            load=reader.load_by_chip(e, q), labels=datas[e].chip_names,
-            downloads=[(n, h) for n, h in links if len(datas) == 1 or n.startswith(f"{e}-")
-                       or n.endswith(".sql")]), "")) for e, q in post.quick.items())
-        audit = str(first.token(render_block(
-            "audit.html", verdicts=state.verdicts, home=judging.label if judge_chip else _home_text(post, judging),
-            by_chip=across.table_rows(state.verdicts, out.columns), columns=out.columns,
-            newest=any(c.chip_id == judging.chip_id for c in out.columns)), ""))
+        prov = "".join(
+            str(
+                first.token(
+                    render_block(
+                        "provenance.html",
+                        experiment=e,
+                        quick=q,
+                        chips=datas[e].chips,
+                        facts=reader.provenance(e, q),
+                        load=reader.load_by_chip(e, q),
+                        labels=datas[e].chip_names,
+                        downloads=[
+                            (n, h)
+                            for n, h in links
+                            if len(datas) == 1 or n.startswith(f"{e}-") or n.endswith(".sql")
+                        ],
+                    ),
+                    "",
+                )
+            )
+            for e, q in post.quick.items()
+        )
+        audit = str(
+            first.token(
+                render_block(
+                    "audit.html",
+                    verdicts=state.verdicts,
+                    home=judging.label if judge_chip else _home_text(post, judging),
+                    by_chip=across.table_rows(state.verdicts, out.columns),
+                    columns=out.columns,
+                    newest=any(c.chip_id == judging.chip_id for c in out.columns),
+                ),
+                "",
+            )
+        )
         out.markdown = rendered.rstrip() + f"\n\n## Provenance\n{prov}## Audit\n{audit}"
         out.blocks, out.inline_text = state.blocks, state.inline_text
         out.failures += state.failures
@@ -224,8 +276,11 @@ def _columns(post: _Post, judging: Judging, as_of, home: list[Verdict]) -> list[
     if not home:
         return []
     labels = chip_labels(post.chips)
-    later_on_home = bool(as_of and judging.chip_id and any(
-        r[1] == judging.chip_id for e, q in post.quick.items() for r in post.later(e, q, as_of)))
+    later_on_home = bool(
+        as_of
+        and judging.chip_id
+        and any(r[1] == judging.chip_id for e, q in post.quick.items() for r in post.later(e, q, as_of))
+    )
     cols = []
     for chip in post.chips:
         cid = chip.chip_id

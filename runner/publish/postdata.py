@@ -7,6 +7,7 @@ Problems never stop the post: they are recorded with the post line that caused t
 reported together at the end of the build. Values handed to the sandbox hold no
 reference to the database or to these objects.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -61,6 +62,7 @@ def _of(requests: str | None) -> str:
 @dataclass
 class PostState:
     """What one rendering of a post collects, shared by its experiments' PostData."""
+
     key: str
     token_prefix: str
     line_offset: int = 0
@@ -68,12 +70,12 @@ class PostState:
     downloads_folder: str = "downloads"
     failures: list[Failure] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
-    blocks: dict[str, str] = field(default_factory=dict)        # token -> HTML
-    inline_text: dict[str, str] = field(default_factory=dict)   # token -> plain text for excerpts
-    sql: dict[str, str] = field(default_factory=dict)           # download file name -> SQL text
+    blocks: dict[str, str] = field(default_factory=dict)  # token -> HTML
+    inline_text: dict[str, str] = field(default_factory=dict)  # token -> plain text for excerpts
+    sql: dict[str, str] = field(default_factory=dict)  # download file name -> SQL text
     claim_cells: set[tuple[str, str, str, int]] = field(default_factory=set)  # (experiment, chip, arm, c)
-    cells_of: dict[int, set] = field(default_factory=dict)       # id(Measured) -> its cells
-    missing_of: dict[int, str] = field(default_factory=dict)     # id(Measured) -> why it is absent
+    cells_of: dict[int, set] = field(default_factory=dict)  # id(Measured) -> its cells
+    missing_of: dict[int, str] = field(default_factory=dict)  # id(Measured) -> why it is absent
     home_problem_told: bool = False
 
 
@@ -82,9 +84,18 @@ class PostData:
     for claims read the judging view (the home chip as of the post's date, or another
     chip in the claims-on-every-chip table)."""
 
-    def __init__(self, state: PostState, views: ViewCache, experiment: str, quick: bool, *,
-                 base: str | None = None, judging: Judging | None = None,
-                 declared_arms: tuple[str, ...] = (), labels: dict[str, str] | None = None):
+    def __init__(
+        self,
+        state: PostState,
+        views: ViewCache,
+        experiment: str,
+        quick: bool,
+        *,
+        base: str | None = None,
+        judging: Judging | None = None,
+        declared_arms: tuple[str, ...] = (),
+        labels: dict[str, str] | None = None,
+    ):
         self.state, self.views = state, views
         self.reader, self.experiment, self.quick, self.as_of = views.reader, experiment, quick, None
         self.key, self.line_offset = state.key, state.line_offset
@@ -92,27 +103,32 @@ class PostData:
         self.inline_text, self.sql = state.inline_text, state.sql
         self._cells_of = state.cells_of
         self.chips = self.reader.chips(experiment, quick)
-        self.chip_names = {c.chip_id: (labels or chip_labels(self.chips)).get(c.chip_id, c.name)
-                           for c in self.chips}
+        self.chip_names = {
+            c.chip_id: (labels or chip_labels(self.chips)).get(c.chip_id, c.name) for c in self.chips
+        }
         self.now = views.get(experiment, quick, None)
         self.cells = self.now.cells
         self.busy = self.reader.busy_cells(experiment, quick)
-        self.regimes: Regimes = check_regimes(self.reader.layout(experiment, quick), self.now.measured,
-                                              [c.chip_id for c in self.chips], self.chip_names)
+        self.regimes: Regimes = check_regimes(
+            self.reader.layout(experiment, quick),
+            self.now.measured,
+            [c.chip_id for c in self.chips],
+            self.chip_names,
+        )
         self.judging = judging or Judging(None, None, "home")
         arms = [a for a in declared_arms if a in self.regimes.arms] + sorted(
-            a for a in self.regimes.arms if a not in declared_arms)
+            a for a in self.regimes.arms if a not in declared_arms
+        )
         self.arm_order = tuple(arms)
         self.base = base if base is not None else (arms[0] if arms else "")
-        self.model = experiment                 # the declaration's model, when post.py knows it
-        self.runtimes = self.reader.arm_runtimes(experiment, quick)   # arm -> (runtime, has passes)
+        self.model = experiment  # the declaration's model, when post.py knows it
+        self.runtimes = self.reader.arm_runtimes(experiment, quick)  # arm -> (runtime, has passes)
         self.params = {"experiment": experiment, "quick": quick, "as_of": None, "label": None}
 
     # -- plumbing -----------------------------------------------------------
     def fail(self, message: str, line: int | None = None) -> None:
         line = caller_line() if line is None else line
-        self.failures.append(Failure(self.key, None if line is None else line + self.line_offset,
-                                     message))
+        self.failures.append(Failure(self.key, None if line is None else line + self.line_offset, message))
 
     def token(self, html: str, text: str = "", block: bool = True) -> Markup:
         tok = f"{self.state.token_prefix}N{len(self.blocks):04d}Z"
@@ -148,8 +164,11 @@ class PostData:
         hits = match_chip(chip, ids, self.chip_names, {c.chip_id: c.name for c in self.chips})
         if len(hits) == 1:
             return hits[0]
-        self.fail(f"chip {chip!r} names {len(hits)} chips; name one of {known}" if hits
-                  else f"unknown chip {chip!r}; the data has {known}")
+        self.fail(
+            f"chip {chip!r} names {len(hits)} chips; name one of {known}"
+            if hits
+            else f"unknown chip {chip!r}; the data has {known}"
+        )
         return None
 
     def metric_ok(self, name: object) -> bool:
@@ -160,15 +179,16 @@ class PostData:
 
     def arm_ok(self, arm: object) -> bool:
         if arm not in self.regimes.arms:
-            self.fail(f"unknown arm {arm!r}; experiment {self.experiment!r} has arms "
-                      + ", ".join(repr(a) for a in self.arm_order))
+            self.fail(
+                f"unknown arm {arm!r}; experiment {self.experiment!r} has arms "
+                + ", ".join(repr(a) for a in self.arm_order)
+            )
             return False
         return True
 
     def measured(self, value, lo, hi, n, kind, what, metric, cells) -> Measured:
         spec = METRICS.get(metric)
-        m = Measured(value, lo, hi, n, kind, what, spec.decimals if spec else 1,
-                     spec.unit if spec else "")
+        m = Measured(value, lo, hi, n, kind, what, spec.decimals if spec else 1, spec.unit if spec else "")
         self._cells_of[id(m)] = {(self.experiment, *c) for c in cells}
         return m
 
@@ -220,43 +240,84 @@ class PostData:
             requests = None
         return self.views.get(self.experiment, self.quick, None if now else cutoff, requests)
 
-    def metric(self, name: str, arm: str, concurrency: int, chip: str | None = None,
-               requests: str | None = None, as_of: object = None) -> Measured:
+    def metric(
+        self,
+        name: str,
+        arm: str,
+        concurrency: int,
+        chip: str | None = None,
+        requests: str | None = None,
+        as_of: object = None,
+    ) -> Measured:
         chip_id, cutoff = self.chip_for(chip), self.cutoff(as_of)
         ok = self.metric_ok(name) and self.arm_ok(arm) and chip_id is not None
-        what = (f"{name} of {arm}{_of(requests)} at concurrency {concurrency} on "
-                f"{self.label_of(chip_id, chip, cutoff)}")
+        what = (
+            f"{name} of {arm}{_of(requests)} at concurrency {concurrency} on "
+            f"{self.label_of(chip_id, chip, cutoff)}"
+        )
         key = (chip_id, arm, int(concurrency), name)
         judged = self.view(requests, cutoff=cutoff)
         if not ok or key not in judged.cells:
             return self._absent(self.measured(None, None, None, 0, "value", what, name, set()), name, arm)
         cell = judged.cells[key]
-        return self.measured(cell.mean, cell.lo, cell.hi, cell.n_rounds, "value", what, name,
-                              {(chip_id, arm, int(concurrency))})
+        return self.measured(
+            cell.mean,
+            cell.lo,
+            cell.hi,
+            cell.n_rounds,
+            "value",
+            what,
+            name,
+            {(chip_id, arm, int(concurrency))},
+        )
 
-    def compare(self, metric: str, arm: str, base: str | None, concurrency: int, chip: str | None,
-                kind: str, requests: str | None = None, as_of: object = None) -> Measured:
+    def compare(
+        self,
+        metric: str,
+        arm: str,
+        base: str | None,
+        concurrency: int,
+        chip: str | None,
+        kind: str,
+        requests: str | None = None,
+        as_of: object = None,
+    ) -> Measured:
         base = self.base if base is None else base
         chip_id, cutoff = self.chip_for(chip), self.cutoff(as_of)
-        what = (f"{metric} of {arm} vs {base}{_of(requests)} at concurrency {concurrency} on "
-                f"{self.label_of(chip_id, chip, cutoff)}")
+        what = (
+            f"{metric} of {arm} vs {base}{_of(requests)} at concurrency {concurrency} on "
+            f"{self.label_of(chip_id, chip, cutoff)}"
+        )
         if not (self.metric_ok(metric) and self.arm_ok(arm) and self.arm_ok(base)) or chip_id is None:
             return self.measured(None, None, None, 0, kind, what, metric, set())
         c = int(concurrency)
         e = self.view(requests, cutoff=cutoff).compare(metric, chip_id, arm, base, c, kind)
-        return self._absent(self.measured(e.value, e.lo, e.hi, e.n_rounds, kind, what, metric,
-                                          {(chip_id, arm, c), (chip_id, base, c)}), metric, arm, base)
+        return self._absent(
+            self.measured(
+                e.value, e.lo, e.hi, e.n_rounds, kind, what, metric, {(chip_id, arm, c), (chip_id, base, c)}
+            ),
+            metric,
+            arm,
+            base,
+        )
 
     def claim(self, stated: object, measured: object) -> Markup:
         line = caller_line()
         if not isinstance(measured, Measured):
-            self.fail(f"claim({stated!r}, ...) needs a value from metric(), gain(), ratio(), "
-                      "traffic_speed() or traffic_gain()", line)
+            self.fail(
+                f"claim({stated!r}, ...) needs a value from metric(), gain(), ratio(), "
+                "traffic_speed() or traffic_gain()",
+                line,
+            )
             return Markup.escape(str(stated))
         self.state.claim_cells |= self._cells_of.get(id(measured), set())
-        verdict = judge(len(self.verdicts) + 1, str(stated), measured,
-                        None if line is None else line + self.line_offset,
-                        self.state.missing_of.get(id(measured)))
+        verdict = judge(
+            len(self.verdicts) + 1,
+            str(stated),
+            measured,
+            None if line is None else line + self.line_offset,
+            self.state.missing_of.get(id(measured)),
+        )
         self.verdicts.append(verdict)
         told = measured.value is None and self.state.home_problem_told and self.judging.chip_id is None
         if not verdict.ok and not told:

@@ -5,6 +5,7 @@ table) written into the site so a reader can audit without us.
 Parquet and CSV are written from sorted Arrow tables with fixed writer options, so the
 same database gives the same bytes. The HTML lives in `templates/blocks/provenance.html`.
 """
+
 from __future__ import annotations
 
 import io
@@ -19,7 +20,8 @@ import pyarrow.parquet as pq
 @dataclass
 class Downloads:
     """Everything one post offers for download, keyed by file name inside its folder."""
-    folder: str                                      # site-relative, e.g. "downloads/my-post"
+
+    folder: str  # site-relative, e.g. "downloads/my-post"
     tables: dict[str, pa.Table] = field(default_factory=dict)
     sql: dict[str, str] = field(default_factory=dict)  # file name -> SQL text
 
@@ -30,8 +32,9 @@ class Downloads:
 
 def parquet_bytes(table: pa.Table) -> bytes:
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd", write_statistics=False,
-                   store_schema=True, use_dictionary=False)
+    pq.write_table(
+        table, buf, compression="zstd", write_statistics=False, store_schema=True, use_dictionary=False
+    )
     return buf.getvalue()
 
 

@@ -6,6 +6,7 @@ numpy arrays (never a Python loop over pass or request rows). Every query is sor
 that the same database always yields the same page. This module does not format or
 render anything and never writes to the database.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,13 +18,29 @@ import numpy as np
 import pyarrow as pa
 
 from runner.publish.metrics import METRICS
-from runner.store.migrations import SCHEMA_VERSION
 from runner.publish.sql import (
-    CELLS_SQL, GAP_VALUES_SQL, TIMELINE_SQL, RUN_VALUES_SQL, REQUEST_VALUES_SQL, ROUND_VALUES_SQL, DRAFTED_BY_WIDTH_SQL,
-    DRAFTED_BY_WIDTH_RUNS_SQL, LAYOUT_SQL, CHIPS_SQL, PROVENANCE_SQL, LOAD_SQL,
-    BUSY_CELLS_SQL, BUSY, DECLARATION_CELLS_SQL, RUN_SUMMARY_SQL, REPETITIONS_SQL,
-    ARM_RUNTIMES_SQL, REMEASURED_SQL, RAW_SQL,
+    ARM_RUNTIMES_SQL,
+    BUSY,
+    BUSY_CELLS_SQL,
+    CELLS_SQL,
+    CHIPS_SQL,
+    DECLARATION_CELLS_SQL,
+    DRAFTED_BY_WIDTH_RUNS_SQL,
+    DRAFTED_BY_WIDTH_SQL,
+    GAP_VALUES_SQL,
+    LAYOUT_SQL,
+    LOAD_SQL,
+    PROVENANCE_SQL,
+    RAW_SQL,
+    REMEASURED_SQL,
+    REPETITIONS_SQL,
+    REQUEST_VALUES_SQL,
+    ROUND_VALUES_SQL,
+    RUN_SUMMARY_SQL,
+    RUN_VALUES_SQL,
+    TIMELINE_SQL,
 )
+from runner.store.migrations import SCHEMA_VERSION
 
 
 class QueryError(Exception):
@@ -33,6 +50,7 @@ class QueryError(Exception):
 @dataclass(frozen=True, slots=True)
 class CellStat:
     """One metric of one (chip, arm, concurrency) cell: mean over rounds and its spread."""
+
     chip_id: str
     arm: str
     concurrency: int
@@ -51,7 +69,6 @@ class Chip:
     blas: str
 
 
-
 class Reader:
     """A read-only connection to one bothrows database."""
 
@@ -67,8 +84,10 @@ class Reader:
             raise QueryError(f"database {self.path} cannot be read: {e}") from None
         if version != SCHEMA_VERSION:
             self.con.close()
-            raise QueryError(f"database {self.path} has schema version {version}, this bothrows reads "
-                             f"{SCHEMA_VERSION}: `runner build` (or `make report`) brings it up to date")
+            raise QueryError(
+                f"database {self.path} has schema version {version}, this bothrows reads "
+                f"{SCHEMA_VERSION}: `runner build` (or `make report`) brings it up to date"
+            )
 
     def close(self) -> None:
         self.con.close()
@@ -86,28 +105,37 @@ class Reader:
     def quick_choice(self, experiment: str) -> bool | None:
         """Whether pages use quick runs: False when full runs exist, True when only quick
         ones do, None when the experiment has no complete runs at all."""
-        rows = self._rows("SELECT DISTINCT quick FROM runs WHERE experiment = $experiment "
-                          "AND status = 'complete' ORDER BY quick", {"experiment": experiment})
+        rows = self._rows(
+            "SELECT DISTINCT quick FROM runs WHERE experiment = $experiment "
+            "AND status = 'complete' ORDER BY quick",
+            {"experiment": experiment},
+        )
         flags = [bool(r[0]) for r in rows]
         return None if not flags else (False if False in flags else True)
 
     def cells(self, experiment: str, quick: bool, as_of: datetime | None = None) -> list[CellStat]:
         p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": None}
-        return [CellStat(c, a, int(k), m, mean, lo, hi, int(n))
-                for c, a, k, m, mean, lo, hi, n in self._rows(CELLS_SQL, p)]
+        return [
+            CellStat(c, a, int(k), m, mean, lo, hi, int(n))
+            for c, a, k, m, mean, lo, hi, n in self._rows(CELLS_SQL, p)
+        ]
 
-    def round_values(self, experiment: str, quick: bool, metric: str,
-                     as_of: datetime | None = None) -> list[tuple[str, str, int, int, float]]:
+    def round_values(
+        self, experiment: str, quick: bool, metric: str, as_of: datetime | None = None
+    ) -> list[tuple[str, str, int, int, float]]:
         p = {"experiment": experiment, "quick": quick, "as_of": as_of, "metric": metric, "label": None}
         return [(c, a, int(k), int(r), v) for c, a, k, r, v in self._rows(ROUND_VALUES_SQL, p)]
 
-    def run_values(self, experiment: str, quick: bool, as_of: datetime | None = None,
-                   label: str | None = None) -> dict[tuple, dict[str, float | None]]:
+    def run_values(
+        self, experiment: str, quick: bool, as_of: datetime | None = None, label: str | None = None
+    ) -> dict[tuple, dict[str, float | None]]:
         """(chip, arm, concurrency, round) -> {metric: the run's value}; with `label`,
         the request figures of the requests so labelled only."""
         p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": label}
-        return {(c, a, int(k), int(r)): dict(zip(METRICS, vals))
-                for c, a, k, r, *vals in self._rows(RUN_VALUES_SQL, p)}
+        return {
+            (c, a, int(k), int(r)): dict(zip(METRICS, vals))
+            for c, a, k, r, *vals in self._rows(RUN_VALUES_SQL, p)
+        }
 
     def _blocks(self, sql: str, params: dict) -> list[tuple[tuple, dict]]:
         """Rows sorted by (chip, arm, concurrency, round), one (key, columns) per run,
@@ -122,11 +150,17 @@ class Reader:
             change |= col[1:] != col[:-1]
         starts = np.concatenate([[0], np.nonzero(change)[0] + 1])
         ends = np.concatenate([starts[1:], [t.num_rows]])
-        return [((str(key_cols[0][a]), str(key_cols[1][a]), int(key_cols[2][a]), int(key_cols[3][a])),
-                 {n: v[a:b] for n, v in cols.items()}) for a, b in zip(starts.tolist(), ends.tolist())]
+        return [
+            (
+                (str(key_cols[0][a]), str(key_cols[1][a]), int(key_cols[2][a]), int(key_cols[3][a])),
+                {n: v[a:b] for n, v in cols.items()},
+            )
+            for a, b in zip(starts.tolist(), ends.tolist())
+        ]
 
-    def request_values(self, experiment: str, quick: bool, as_of: datetime | None = None,
-                       label: str | None = None) -> dict:
+    def request_values(
+        self, experiment: str, quick: bool, as_of: datetime | None = None, label: str | None = None
+    ) -> dict:
         """(chip, arm, concurrency, round) -> {column: (request ids, values)} as numpy
         arrays, for the bootstrap (`intervals.py`): one value a request, and every
         inter-token gap ("itl_ms", the ids repeat) with each request's longest ("stall_ms")."""
@@ -134,8 +168,10 @@ class Reader:
         out: dict[tuple, dict] = {}
         for k, cols in self._blocks(REQUEST_VALUES_SQL, p):
             ids = cols["request_id"].astype(np.int64)
-            out[k] = {c: (ids, np.asarray(cols[c], dtype=float))
-                      for c in ("prefill_tps", "decode_tps", "ttft_ms", "tpot_ms")}
+            out[k] = {
+                c: (ids, np.asarray(cols[c], dtype=float))
+                for c in ("prefill_tps", "decode_tps", "ttft_ms", "tpot_ms")
+            }
         for k, cols in self._blocks(GAP_VALUES_SQL, p):
             ids, gaps = cols["request_id"].astype(np.int64), np.asarray(cols["gap_ms"], dtype=float)
             firsts = np.concatenate([[0], np.nonzero(ids[1:] != ids[:-1])[0] + 1])
@@ -144,18 +180,29 @@ class Reader:
             run["stall_ms"] = (ids[firsts], np.maximum.reduceat(gaps, firsts))
         return out
 
-    def timeline(self, experiment: str, quick: bool, chip: str, concurrency: int,
-                 round_: int) -> list[tuple[str, int, str, float, float]]:
+    def timeline(
+        self, experiment: str, quick: bool, chip: str, concurrency: int, round_: int
+    ) -> list[tuple[str, int, str, float, float]]:
         """One run per arm: (arm, request id, label, token time s, gap before it ms)."""
-        p = {"experiment": experiment, "quick": quick, "as_of": None, "label": None,
-             "chip": chip, "concurrency": concurrency, "round": round_}
+        p = {
+            "experiment": experiment,
+            "quick": quick,
+            "as_of": None,
+            "label": None,
+            "chip": chip,
+            "concurrency": concurrency,
+            "round": round_,
+        }
         return [(a, int(r), lab, float(t), float(g)) for a, r, lab, t, g in self._rows(TIMELINE_SQL, p)]
 
-    def drafted_by_width(self, experiment: str, quick: bool,
-                         as_of: datetime | None = None) -> list[tuple[str, str, int, int, int, float]]:
+    def drafted_by_width(
+        self, experiment: str, quick: bool, as_of: datetime | None = None
+    ) -> list[tuple[str, str, int, int, int, float]]:
         p = {"experiment": experiment, "quick": quick, "as_of": as_of}
-        return [(c, a, int(w), int(n), int(d), float(s))
-                for c, a, w, n, d, s in self._rows(DRAFTED_BY_WIDTH_SQL, p)]
+        return [
+            (c, a, int(w), int(n), int(d), float(s))
+            for c, a, w, n, d, s in self._rows(DRAFTED_BY_WIDTH_SQL, p)
+        ]
 
     def drafted_by_width_runs(self, experiment: str, quick: bool) -> dict[tuple, tuple[list, list]]:
         """(chip, arm, width) -> (passes per run, drafted passes per run), for intervals."""
@@ -168,16 +215,18 @@ class Reader:
         return out
 
     def layout(self, experiment: str, quick: bool) -> list[tuple[str, str, int]]:
-        return [(c, a, int(k)) for c, a, k in
-                self._rows(LAYOUT_SQL, {"experiment": experiment, "quick": quick})]
+        return [
+            (c, a, int(k)) for c, a, k in self._rows(LAYOUT_SQL, {"experiment": experiment, "quick": quick})
+        ]
 
     def chips(self, experiment: str, quick: bool) -> list[Chip]:
         return [Chip(*r) for r in self._rows(CHIPS_SQL, {"experiment": experiment, "quick": quick})]
 
     def provenance(self, experiment: str, quick: bool) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
-        for what, value in self._rows(PROVENANCE_SQL, {"experiment": experiment, "quick": quick,
-                                                       "as_of": None}):
+        for what, value in self._rows(
+            PROVENANCE_SQL, {"experiment": experiment, "quick": quick, "as_of": None}
+        ):
             out.setdefault(what, []).append(value)
         return out
 
@@ -185,7 +234,8 @@ class Reader:
         """(chip name, chip id) -> {(arm, concurrency, round)} of complete full runs."""
         out: dict[tuple[str, str], set] = {}
         for name, chip_id, arm, conc, rnd in self._rows(
-                DECLARATION_CELLS_SQL, {"experiment": experiment, "declaration": declaration}):
+            DECLARATION_CELLS_SQL, {"experiment": experiment, "declaration": declaration}
+        ):
             out.setdefault((name, chip_id), set()).add((arm, int(conc), int(rnd)))
         return out
 
@@ -198,8 +248,12 @@ class Reader:
         return [r[0] for r in self._rows(REPETITIONS_SQL, {"experiment": experiment, "arm": arm})]
 
     def _has_load(self) -> bool:
-        cols = {r[0] for r in self.con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'").fetchall()}
+        cols = {
+            r[0]
+            for r in self.con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'"
+            ).fetchall()
+        }
         return {"loadavg_start", "loadavg_end", "steal_fraction", "busy_fraction_other"} <= cols
 
     def load_by_chip(self, experiment: str, quick: bool) -> dict[str, dict]:
@@ -218,8 +272,12 @@ class Reader:
 
     def arm_runtimes(self, experiment: str, quick: bool) -> dict[str, tuple[str, bool]]:
         """arm -> (its runtime, whether its runs have per-pass rows)."""
-        cols = {r[0] for r in self.con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'").fetchall()}
+        cols = {
+            r[0]
+            for r in self.con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'"
+            ).fetchall()
+        }
         sql = ARM_RUNTIMES_SQL if "runtime" in cols else ARM_RUNTIMES_SQL.replace("c.runtime", "NULL")
         p = {"experiment": experiment, "quick": quick, "as_of": None}
         return {a: (rt, bool(has)) for a, rt, has in self._rows(sql, p)}
@@ -232,5 +290,4 @@ class Reader:
     def raw_tables(self, experiment: str, quick: bool) -> dict[str, pa.Table]:
         p = {"experiment": experiment, "quick": quick, "as_of": None}
         used = lambda sql: {k: v for k, v in p.items() if f"${k}" in sql}  # noqa: E731
-        return {name: self.con.sql(sql, params=used(sql)).to_arrow_table()
-                for name, sql in RAW_SQL.items()}
+        return {name: self.con.sql(sql, params=used(sql)).to_arrow_table() for name, sql in RAW_SQL.items()}

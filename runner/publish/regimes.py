@@ -5,6 +5,7 @@ Works on the experiment's layout (cells with runs of any status) and the cells t
 complete data; lists every gap rather than stopping at the first. It does not query or
 render anything.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,14 +20,16 @@ class Gap:
     regime: str  # "batch 1" | "ceiling"
 
     def describe(self) -> str:
-        return (f"chip {self.chip_name!r} arm {self.arm!r} has no complete run at "
-                f"{self.regime} (concurrency {self.concurrency})")
+        return (
+            f"chip {self.chip_name!r} arm {self.arm!r} has no complete run at "
+            f"{self.regime} (concurrency {self.concurrency})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class Regimes:
     ceiling: int
-    chips: tuple[str, ...]        # chip ids, in page order
+    chips: tuple[str, ...]  # chip ids, in page order
     arms: tuple[str, ...]
     concurrencies: tuple[int, ...]  # every concurrency in the data, 1 and ceiling included
     gaps: tuple[Gap, ...]
@@ -37,8 +40,12 @@ class Regimes:
         return "ceiling" if concurrency == self.ceiling else ""
 
 
-def check_regimes(layout: list[tuple[str, str, int]], measured: set[tuple[str, str, int]],
-                  chip_order: list[str], chip_names: dict[str, str]) -> Regimes:
+def check_regimes(
+    layout: list[tuple[str, str, int]],
+    measured: set[tuple[str, str, int]],
+    chip_order: list[str],
+    chip_names: dict[str, str],
+) -> Regimes:
     """layout: (chip_id, arm, concurrency) of all runs; measured: those with complete data."""
     ceiling = max((c for _, _, c in layout), default=1)
     arms = tuple(sorted({a for _, a, _ in layout}))

@@ -3,6 +3,7 @@ per-request values, per-pass summaries, layout and provenance. `queries.Reader` 
 them; a block's "SQL behind this table" download is one of them with its parameters
 written in (`inline_sql`). Text only: nothing here connects to a database.
 """
+
 from __future__ import annotations
 
 from runner.publish.metrics import METRICS
@@ -23,20 +24,31 @@ chosen AS (
 # the figures of "the short requests" beside the long one.
 LABELLED = "($label::VARCHAR IS NULL OR q.label = $label)"
 TTFT_MS = "(q.first_token_ns - q.arrival_ns) / 1e6"
-TPOT_MS = "CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6 / (q.output_tokens - 1) END"
+TPOT_MS = (
+    "CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6 / (q.output_tokens - 1) END"
+)
 
 # Inter-token gaps of every labelled request: a token's time minus the previous token's.
-GAPS = """
+GAPS = (
+    """
 gap AS (
     SELECT c.chip_id, c.arm, c.concurrency, c.round, t.run_id, t.request_id, t.token_index, t.t_ns,
            (t.t_ns - lag(t.t_ns) OVER (PARTITION BY t.run_id, t.request_id ORDER BY t.token_index)) / 1e6
                AS gap_ms
     FROM tokens t JOIN chosen c ON t.run_id = c.run_id
     JOIN requests q ON q.run_id = t.run_id AND q.request_id = t.request_id
-    WHERE """ + LABELLED + """
+    WHERE """
+    + LABELLED
+    + """
 )"""
+)
 
-RUN_METRICS = "WITH " + CHOSEN_RUNS + """,""" + GAPS + """,
+RUN_METRICS = (
+    "WITH "
+    + CHOSEN_RUNS
+    + ""","""
+    + GAPS
+    + """,
 tok AS (
     SELECT run_id,
         quantile_cont(gap_ms, 0.5) AS itl_p50_ms, quantile_cont(gap_ms, 0.9) AS itl_p90_ms,
@@ -56,15 +68,25 @@ req AS (
                            / (q.output_tokens - 1) END, 0.5) AS tpot_p50_ms,
         quantile_cont(CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6
                            / (q.output_tokens - 1) END, 0.9) AS tpot_p90_ms,
-        quantile_cont(""" + TTFT_MS + """, 0.99) AS ttft_p99_ms,
-        quantile_cont(""" + TPOT_MS + """, 0.99) AS tpot_p99_ms,
+        quantile_cont("""
+    + TTFT_MS
+    + """, 0.99) AS ttft_p99_ms,
+        quantile_cont("""
+    + TPOT_MS
+    + """, 0.99) AS tpot_p99_ms,
         -- requests meeting both declared limits, per second of the cell (NULL without an SLO)
         CASE WHEN any_value(c.slo_ttft_ms) IS NOT NULL OR any_value(c.slo_tpot_ms) IS NOT NULL THEN
-            count(*) FILTER (WHERE """ + TTFT_MS + """ <= coalesce(c.slo_ttft_ms, 'infinity'::DOUBLE)
-                             AND coalesce(""" + TPOT_MS + """, 0) <= coalesce(c.slo_tpot_ms, 'infinity'::DOUBLE))
+            count(*) FILTER (WHERE """
+    + TTFT_MS
+    + """ <= coalesce(c.slo_ttft_ms, 'infinity'::DOUBLE)
+                             AND coalesce("""
+    + TPOT_MS
+    + """, 0) <= coalesce(c.slo_tpot_ms, 'infinity'::DOUBLE))
             * 1e9 / nullif(max(q.done_ns) - min(q.arrival_ns), 0) END AS goodput_rps
     FROM requests q JOIN chosen c ON q.run_id = c.run_id
-    WHERE """ + LABELLED + """
+    WHERE """
+    + LABELLED
+    + """
     GROUP BY q.run_id
 ),
 pas AS (
@@ -78,27 +100,42 @@ pas AS (
     GROUP BY p.run_id
 ),
 per_run AS (
-    SELECT c.chip_id, c.arm, c.concurrency, c.round, c.run_id, """ + ",\n        ".join(
-    f"CAST({m} AS DOUBLE) AS {m}" for m in METRICS) + """
+    SELECT c.chip_id, c.arm, c.concurrency, c.round, c.run_id, """
+    + ",\n        ".join(f"CAST({m} AS DOUBLE) AS {m}" for m in METRICS)
+    + """
     FROM chosen c LEFT JOIN req USING (run_id) LEFT JOIN pas USING (run_id) LEFT JOIN tok USING (run_id)
 ),
 long AS (
-    UNPIVOT per_run ON """ + ", ".join(METRICS) + """ INTO NAME metric VALUE value
+    UNPIVOT per_run ON """
+    + ", ".join(METRICS)
+    + """ INTO NAME metric VALUE value
 )"""
+)
 
-CELLS_SQL = RUN_METRICS + """
+CELLS_SQL = (
+    RUN_METRICS
+    + """
 SELECT chip_id, arm, concurrency, metric,
        avg(value) AS mean, min(value) AS lo, max(value) AS hi, count(*) AS n_rounds
 FROM long
 GROUP BY chip_id, arm, concurrency, metric
 ORDER BY chip_id, arm, concurrency, metric"""
+)
 
 # Per-run values (the cells' inputs) and per-request values (the bootstrap's inputs).
-RUN_VALUES_SQL = RUN_METRICS + """
-SELECT chip_id, arm, concurrency, round, """ + ", ".join(METRICS) + """ FROM per_run
+RUN_VALUES_SQL = (
+    RUN_METRICS
+    + """
+SELECT chip_id, arm, concurrency, round, """
+    + ", ".join(METRICS)
+    + """ FROM per_run
 ORDER BY chip_id, arm, concurrency, round"""
+)
 
-REQUEST_VALUES_SQL = "WITH " + CHOSEN_RUNS + """
+REQUEST_VALUES_SQL = (
+    "WITH "
+    + CHOSEN_RUNS
+    + """
 SELECT c.chip_id, c.arm, c.concurrency, c.round, q.request_id,
        CAST(q.prompt_tokens * 1e9 / nullif(q.first_token_ns - q.arrival_ns, 0) AS DOUBLE) AS prefill_tps,
        CAST(CASE WHEN q.output_tokens > 1 THEN (q.output_tokens - 1) * 1e9
@@ -107,28 +144,49 @@ SELECT c.chip_id, c.arm, c.concurrency, c.round, q.request_id,
        CAST(CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6
                  / (q.output_tokens - 1) END AS DOUBLE) AS tpot_ms
 FROM requests q JOIN chosen c ON q.run_id = c.run_id
-WHERE """ + LABELLED + """
+WHERE """
+    + LABELLED
+    + """
 ORDER BY c.chip_id, c.arm, c.concurrency, c.round, q.request_id"""
+)
 
 # Every inter-token gap, by run and request: the bootstrap moves a request's gaps with it.
-GAP_VALUES_SQL = "WITH " + CHOSEN_RUNS + """,""" + GAPS + """
+GAP_VALUES_SQL = (
+    "WITH "
+    + CHOSEN_RUNS
+    + ""","""
+    + GAPS
+    + """
 SELECT chip_id, arm, concurrency, round, request_id, CAST(gap_ms AS DOUBLE) AS gap_ms FROM gap
 WHERE gap_ms IS NOT NULL
 ORDER BY chip_id, arm, concurrency, round, request_id, gap_ms"""
+)
 
 # One run's tokens for the timeline chart: each token's time and the gap before it.
-TIMELINE_SQL = "WITH " + CHOSEN_RUNS + """,""" + GAPS + """
+TIMELINE_SQL = (
+    "WITH "
+    + CHOSEN_RUNS
+    + ""","""
+    + GAPS
+    + """
 SELECT g.arm, g.request_id, coalesce(q.label, '') AS label, g.t_ns / 1e9 AS t_s, g.gap_ms
 FROM gap g JOIN requests q ON q.run_id = g.run_id AND q.request_id = g.request_id
 WHERE g.chip_id = $chip AND g.concurrency = $concurrency AND g.round = $round AND g.gap_ms IS NOT NULL
 ORDER BY g.arm, g.request_id, g.token_index"""
+)
 
-ROUND_VALUES_SQL = RUN_METRICS + """
+ROUND_VALUES_SQL = (
+    RUN_METRICS
+    + """
 SELECT chip_id, arm, concurrency, round, value FROM long
 WHERE metric = $metric
 ORDER BY chip_id, arm, concurrency, round"""
+)
 
-DRAFTED_BY_WIDTH_SQL = "WITH " + CHOSEN_RUNS + """
+DRAFTED_BY_WIDTH_SQL = (
+    "WITH "
+    + CHOSEN_RUNS
+    + """
 SELECT c.chip_id, c.arm, p.width,
        count(*) AS passes,
        count(*) FILTER (WHERE p.drafted > 0) AS drafted_passes,
@@ -136,13 +194,18 @@ SELECT c.chip_id, c.arm, p.width,
 FROM passes p JOIN chosen c ON p.run_id = c.run_id
 GROUP BY c.chip_id, c.arm, p.width
 ORDER BY c.chip_id, c.arm, p.width"""
+)
 
-DRAFTED_BY_WIDTH_RUNS_SQL = "WITH " + CHOSEN_RUNS + """
+DRAFTED_BY_WIDTH_RUNS_SQL = (
+    "WITH "
+    + CHOSEN_RUNS
+    + """
 SELECT c.chip_id, c.arm, p.width, c.run_id,
        count(*) AS passes, count(*) FILTER (WHERE p.drafted > 0) AS drafted_passes
 FROM passes p JOIN chosen c ON p.run_id = c.run_id
 GROUP BY c.chip_id, c.arm, p.width, c.run_id
 ORDER BY c.chip_id, c.arm, p.width, c.run_id"""
+)
 
 # Which cells the experiment has, from runs of any status: a cell whose runs all failed
 # is a gap, not silently absent.
@@ -158,16 +221,23 @@ FROM chips ch JOIN runs r ON r.chip_id = ch.chip_id
 WHERE r.experiment = $experiment AND r.quick = $quick
 ORDER BY ch.name, ch.chip_id"""
 
-PROVENANCE_SQL = "WITH " + CHOSEN_RUNS + """
+PROVENANCE_SQL = (
+    "WITH "
+    + CHOSEN_RUNS
+    + """
 SELECT 'code_version' AS what, code_version AS value FROM chosen
 UNION SELECT 'model_sha256', model_sha256 FROM chosen
 UNION SELECT 'declaration_sha256', declaration_sha256 FROM chosen
 UNION SELECT 'run_date', strftime(started_at, '%Y-%m-%d') FROM chosen
 ORDER BY what, value"""
+)
 
 # The machine's load while each chip measured (columns added by a store migration; a
 # database from before it has none, and pages then say nothing about load).
-LOAD_SQL = "WITH " + CHOSEN_RUNS + """
+LOAD_SQL = (
+    "WITH "
+    + CHOSEN_RUNS
+    + """
 SELECT c.chip_id, count(*) AS runs,
        min(least(c.loadavg_start, c.loadavg_end)) AS load_min,
        max(greatest(c.loadavg_start, c.loadavg_end)) AS load_max,
@@ -176,13 +246,18 @@ SELECT c.chip_id, count(*) AS runs,
        count(*) FILTER (WHERE c.loadavg_start IS NOT NULL) AS with_load
 FROM chosen c
 GROUP BY c.chip_id ORDER BY c.chip_id"""
+)
 
-BUSY_CELLS_SQL = "WITH " + CHOSEN_RUNS + """
+BUSY_CELLS_SQL = (
+    "WITH "
+    + CHOSEN_RUNS
+    + """
 SELECT DISTINCT c.chip_id, c.arm, c.concurrency
 FROM chosen c JOIN chips ch USING (chip_id)
 WHERE greatest(c.loadavg_start, c.loadavg_end) > ch.cores + $busy_load_margin
    OR c.steal_fraction > $busy_steal OR c.busy_fraction_other > $busy_other
 ORDER BY 1, 2, 3"""
+)
 # A cell is marked busy when, in any of its rounds, the load average exceeded the cores
 # by more than one run's own threads could explain, or another tenant took CPU time.
 BUSY = {"busy_load_margin": 1.0, "busy_steal": 0.05, "busy_other": 0.25}
@@ -210,10 +285,14 @@ ORDER BY started_at"""
 
 # Each arm's runtime (runs from before the runtime column are our engine's) and whether
 # its runs have per-pass rows: a runtime without them leaves the per-pass metrics NULL.
-ARM_RUNTIMES_SQL = "WITH " + CHOSEN_RUNS + """
+ARM_RUNTIMES_SQL = (
+    "WITH "
+    + CHOSEN_RUNS
+    + """
 SELECT c.arm, string_agg(DISTINCT coalesce(c.runtime, 'bothrows'), ', ' ORDER BY coalesce(c.runtime, 'bothrows')),
        bool_or(EXISTS (SELECT 1 FROM passes p WHERE p.run_id = c.run_id))
 FROM chosen c GROUP BY c.arm ORDER BY c.arm"""
+)
 
 REMEASURED_SQL = """
 SELECT r.run_id, r.chip_id, r.arm, r.concurrency, r.round,
@@ -224,13 +303,15 @@ WHERE r.experiment = $experiment AND r.status = 'complete' AND r.quick = $quick
 ORDER BY r.started_at, r.run_id"""
 
 RAW_SQL = {
-    "runs": "WITH " + CHOSEN_RUNS + "\nSELECT * FROM chosen ORDER BY chip_id, arm, concurrency, round, run_id",
+    "runs": "WITH "
+    + CHOSEN_RUNS
+    + "\nSELECT * FROM chosen ORDER BY chip_id, arm, concurrency, round, run_id",
     "requests": "WITH " + CHOSEN_RUNS + "\nSELECT q.* FROM requests q JOIN chosen c ON q.run_id = c.run_id "
-                "ORDER BY c.chip_id, c.arm, c.concurrency, c.round, q.run_id, q.request_id",
+    "ORDER BY c.chip_id, c.arm, c.concurrency, c.round, q.run_id, q.request_id",
     "passes": "WITH " + CHOSEN_RUNS + "\nSELECT p.* FROM passes p JOIN chosen c ON p.run_id = c.run_id "
-              "ORDER BY c.chip_id, c.arm, c.concurrency, c.round, p.run_id, p.pass_index",
+    "ORDER BY c.chip_id, c.arm, c.concurrency, c.round, p.run_id, p.pass_index",
     "tokens": "WITH " + CHOSEN_RUNS + "\nSELECT t.* FROM tokens t JOIN chosen c ON t.run_id = c.run_id "
-              "ORDER BY c.chip_id, c.arm, c.concurrency, c.round, t.run_id, t.request_id, t.token_index",
+    "ORDER BY c.chip_id, c.arm, c.concurrency, c.round, t.run_id, t.request_id, t.token_index",
 }
 
 

@@ -5,6 +5,7 @@ A post body can call only the functions handed to it; attribute access is limite
 Measured fields and plain str/number/list/dict values, there is no loader (no include or
 import), and anything undefined or refused raises instead of printing nothing.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,11 +29,13 @@ class PostSandbox(ImmutableSandboxedEnvironment):
     """Sandboxed, autoescaping, strict: the environment for untrusted post bodies."""
 
     def __init__(self) -> None:
-        super().__init__(autoescape=True, undefined=jinja2.StrictUndefined,
-                         loader=jinja2.FunctionLoader(lambda name: None))
+        super().__init__(
+            autoescape=True, undefined=jinja2.StrictUndefined, loader=jinja2.FunctionLoader(lambda name: None)
+        )
         self.globals.clear()
-        self.filters = {k: v for k, v in self.filters.items()
-                        if k not in ("attr", "map", "xmlattr", "pprint")}
+        self.filters = {
+            k: v for k, v in self.filters.items() if k not in ("attr", "map", "xmlattr", "pprint")
+        }
 
     def is_safe_attribute(self, obj, attr, value) -> bool:
         if isinstance(obj, Measured):
@@ -46,9 +49,14 @@ def render_post_body(body: str, functions: dict) -> str:
     return env.from_string(body).render(**functions)
 
 
-_blocks = jinja2.Environment(loader=jinja2.FileSystemLoader(str(BLOCKS_DIR)), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True, keep_trailing_newline=False)
+_blocks = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(BLOCKS_DIR)),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=False,
+)
 
 
 def render_block(name: str, **context) -> str:

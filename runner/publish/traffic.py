@@ -9,18 +9,18 @@ paired). This module
 validates profiles, computes these values and renders the `traffic.html` block; it
 never reads the database except through `queries.Reader`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-
 from markupsafe import Markup
 
 from runner.publish import sql
 from runner.publish.claims import Measured
-from runner.publish.postdata import PostData
 from runner.publish.intervals import interval
+from runner.publish.postdata import PostData
 from runner.publish.templating import render_block
 
 METRIC = "decode_tps"
@@ -33,7 +33,7 @@ class ProfileError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Profile:
-    shares: tuple[tuple[int, float], ...]   # (concurrency, share of busy time), ascending
+    shares: tuple[tuple[int, float], ...]  # (concurrency, share of busy time), ascending
 
     def describe(self) -> str:
         return ", ".join(f"{share:.0%} at {c}" for c, share in self.shares)
@@ -43,8 +43,9 @@ def parse_profile(profile: object, concurrencies: tuple[int, ...]) -> Profile:
     """{concurrency: share} -> Profile. Shares are fractions of busy time: each in [0, 1],
     summing to 1; every concurrency must be one the experiment measured."""
     if not isinstance(profile, dict) or not profile:
-        raise ProfileError(f"a traffic profile is a non-empty mapping {{concurrency: share}}, "
-                           f"got {profile!r}")
+        raise ProfileError(
+            f"a traffic profile is a non-empty mapping {{concurrency: share}}, got {profile!r}"
+        )
     problems, shares = [], []
     for key, share in profile.items():
         conc = int(key) if isinstance(key, int) or (isinstance(key, str) and key.isdigit()) else None
@@ -52,8 +53,9 @@ def parse_profile(profile: object, concurrencies: tuple[int, ...]) -> Profile:
             problems.append(f"key {key!r} is not a concurrency (a whole number)")
             continue
         if conc not in concurrencies:
-            problems.append(f"concurrency {conc} was not measured (measured: "
-                            f"{', '.join(map(str, concurrencies))})")
+            problems.append(
+                f"concurrency {conc} was not measured (measured: {', '.join(map(str, concurrencies))})"
+            )
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
             problems.append(f"share {share!r} at concurrency {conc} must be a number in [0, 1]")
             continue
@@ -68,10 +70,11 @@ def parse_profile(profile: object, concurrencies: tuple[int, ...]) -> Profile:
 @dataclass(frozen=True, slots=True)
 class Expected:
     """One arm's expected per-user decode speed on one chip under a profile."""
+
     chip_id: str
     arm: str
-    mean: float | None                 # from the cells' means (what the regime table shows)
-    draws: object                      # the same sum in each bootstrap draw (numpy array) or None
+    mean: float | None  # from the cells' means (what the regime table shows)
+    draws: object  # the same sum in each bootstrap draw (numpy array) or None
     n_rounds: int
 
 
@@ -81,8 +84,11 @@ def expected_speeds(data: PostData, profile: Profile, chip_id: str, view=None) -
     out = []
     for arm in data.arm_order:
         cells = [view.cells.get((chip_id, arm, c, METRIC)) for c, _ in profile.shares]
-        mean = (sum(s * cell.mean for (_, s), cell in zip(profile.shares, cells))
-                if all(cell is not None and cell.mean is not None for cell in cells) else None)
+        mean = (
+            sum(s * cell.mean for (_, s), cell in zip(profile.shares, cells))
+            if all(cell is not None and cell.mean is not None for cell in cells)
+            else None
+        )
         draws = view.intervals.weighted(METRIC, chip_id, arm, profile.shares) if mean is not None else None
         out.append(Expected(chip_id, arm, mean, draws, min((c.n_rounds for c in cells if c), default=0)))
     return out
@@ -103,26 +109,32 @@ def _cells(chip_id: str, arms: tuple[str, ...], profile: Profile) -> set:
 def speed(data: PostData, profile: object, arm: str, chip: str | None, as_of: object = None) -> Measured:
     """An arm's expected per-user decode speed under the profile, claimable."""
     prof, chip_id, cutoff = _profile(data, profile), data.chip_for(chip), data.cutoff(as_of)
-    what = (f"expected per-user decode_tps of {arm} under traffic "
-            f"({prof.describe() if prof else profile}) on {data.label_of(chip_id, chip, cutoff)}")
+    what = (
+        f"expected per-user decode_tps of {arm} under traffic "
+        f"({prof.describe() if prof else profile}) on {data.label_of(chip_id, chip, cutoff)}"
+    )
     if prof is None or chip_id is None or not data.arm_ok(arm):
         return data.measured(None, None, None, 0, "value", what, METRIC, set())
     e = next(x for x in expected_speeds(data, prof, chip_id, data.view(None, cutoff=cutoff)) if x.arm == arm)
     if e.mean is None:
         return data.measured(None, None, None, 0, "value", what, METRIC, set())
     est = interval(e.mean, e.draws, e.n_rounds)
-    return data.measured(est.value, est.lo, est.hi, est.n_rounds, "value", what, METRIC,
-                          _cells(chip_id, (arm,), prof))
+    return data.measured(
+        est.value, est.lo, est.hi, est.n_rounds, "value", what, METRIC, _cells(chip_id, (arm,), prof)
+    )
 
 
-def gain(data: PostData, profile: object, arm: str, base: str | None, chip: str | None,
-         as_of: object = None) -> Measured:
+def gain(
+    data: PostData, profile: object, arm: str, base: str | None, chip: str | None, as_of: object = None
+) -> Measured:
     """arm's expected speed over base's, minus 1, under the profile; its interval from the
     same ratio taken draw by draw (paired, as `gain()` is for one concurrency)."""
     base = data.base if base is None else base
     prof, chip_id, cutoff = _profile(data, profile), data.chip_for(chip), data.cutoff(as_of)
-    what = (f"expected per-user decode_tps of {arm} vs {base} under traffic "
-            f"({prof.describe() if prof else profile}) on {data.label_of(chip_id, chip, cutoff)}")
+    what = (
+        f"expected per-user decode_tps of {arm} vs {base} under traffic "
+        f"({prof.describe() if prof else profile}) on {data.label_of(chip_id, chip, cutoff)}"
+    )
     if prof is None or chip_id is None or not (data.arm_ok(arm) and data.arm_ok(base)):
         return data.measured(None, None, None, 0, "change", what, METRIC, set())
     by_arm = {x.arm: x for x in expected_speeds(data, prof, chip_id, data.view(None, cutoff=cutoff))}
@@ -134,8 +146,9 @@ def gain(data: PostData, profile: object, arm: str, base: str | None, chip: str 
         with np.errstate(invalid="ignore", divide="ignore"):
             reps = np.where(off.draws != 0, on.draws / off.draws, np.nan) - 1
     est = interval(on.mean / off.mean - 1, reps, min(on.n_rounds, off.n_rounds))
-    return data.measured(est.value, est.lo, est.hi, est.n_rounds, "change", what, METRIC,
-                          _cells(chip_id, (arm, base), prof))
+    return data.measured(
+        est.value, est.lo, est.hi, est.n_rounds, "change", what, METRIC, _cells(chip_id, (arm, base), prof)
+    )
 
 
 def best_arm(data: PostData, profile: object, chip: str | None, as_of: object = None) -> str:
@@ -156,11 +169,14 @@ def _row(e: Expected, base: Expected | None, best: Expected, runner_up: Expected
     est = interval(e.mean, e.draws, e.n_rounds) if e.mean is not None else None
     vs_base = (e.mean / base.mean - 1) if base and base.mean and e.mean is not None else None
     margin = (e.mean / runner_up.mean - 1) if e is best and runner_up and runner_up.mean else None
-    return {"arm": e.arm, "best": e is best,
-            "value": "" if e.mean is None else f"{e.mean:,.1f}",
-            "interval": f"{est.lo:,.1f}\u2013{est.hi:,.1f}" if est and est.lo is not None else "",
-            "vs_base": "" if vs_base is None or e is base else f"{vs_base:+.1%}",
-            "margin": "" if margin is None else f"{margin:+.1%}"}
+    return {
+        "arm": e.arm,
+        "best": e is best,
+        "value": "" if e.mean is None else f"{e.mean:,.1f}",
+        "interval": f"{est.lo:,.1f}\u2013{est.hi:,.1f}" if est and est.lo is not None else "",
+        "vs_base": "" if vs_base is None or e is base else f"{vs_base:+.1%}",
+        "margin": "" if margin is None else f"{margin:+.1%}",
+    }
 
 
 def traffic(data: PostData, profile: object, label: str, base: str | None) -> Markup:
@@ -169,8 +185,10 @@ def traffic(data: PostData, profile: object, label: str, base: str | None) -> Ma
     base = data.base if base is None else base
     prof = _profile(data, profile)
     if base not in data.regimes.arms:
-        data.fail(f"traffic: base arm {base!r} is not an arm of {data.experiment!r} "
-                  f"(arms: {', '.join(data.arm_order)})")
+        data.fail(
+            f"traffic: base arm {base!r} is not an arm of {data.experiment!r} "
+            f"(arms: {', '.join(data.arm_order)})"
+        )
     if prof is None:
         return data.token(render_block("block_error.html", message="traffic choice not shown"), "")
     sql_href = data.register_sql("traffic", sql.inline_sql(sql.RUN_VALUES_SQL, data.params))
@@ -179,16 +197,29 @@ def traffic(data: PostData, profile: object, label: str, base: str | None) -> Ma
         speeds = expected_speeds(data, prof, chip_id)
         ranked = _ranked(speeds)
         if not ranked:
-            data.fail(f"traffic {label!r}: no arm has decode_tps at every concurrency of the "
-                      f"profile on {data.chip_names.get(chip_id, chip_id)}")
+            data.fail(
+                f"traffic {label!r}: no arm has decode_tps at every concurrency of the "
+                f"profile on {data.chip_names.get(chip_id, chip_id)}"
+            )
             continue
         best, runner_up = ranked[0], (ranked[1] if len(ranked) > 1 else None)
         base_e = next((e for e in speeds if e.arm == base), None)
         rows = [_row(e, base_e, best, runner_up) for e in speeds]
-        chips.append({"name": data.chip_names.get(chip_id, chip_id), "best": best.arm,
-                      "runner_up": runner_up.arm if runner_up else "",
-                      "margin": next(r["margin"] for r in rows if r["best"]), "rows": rows})
-    html = render_block("traffic.html", label=label, shares=[
-        {"concurrency": c, "share": f"{s:.0%}"} for c, s in prof.shares], chips=chips,
-        base=base, sql_href=sql_href)
+        chips.append(
+            {
+                "name": data.chip_names.get(chip_id, chip_id),
+                "best": best.arm,
+                "runner_up": runner_up.arm if runner_up else "",
+                "margin": next(r["margin"] for r in rows if r["best"]),
+                "rows": rows,
+            }
+        )
+    html = render_block(
+        "traffic.html",
+        label=label,
+        shares=[{"concurrency": c, "share": f"{s:.0%}"} for c, s in prof.shares],
+        chips=chips,
+        base=base,
+        sql_href=sql_href,
+    )
     return data.token(html, "")

@@ -7,6 +7,7 @@ bootstrap over them (`intervals.py`), and a lazy mapping (chip, arm, concurrency
 cached per (experiment, quickness, as_of, request label) for one post, since a post is rendered several
 times (once per chip in the claims-on-every-chip table) over the same data.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -21,8 +22,9 @@ class CellMap(Mapping):
 
     def __init__(self, intervals: Intervals, runs: dict):
         self.intervals = intervals
-        self._keys = sorted({(c, a, k, m) for (c, a, k, _), vals in runs.items()
-                             for m, v in vals.items() if v is not None})
+        self._keys = sorted(
+            {(c, a, k, m) for (c, a, k, _), vals in runs.items() for m, v in vals.items() if v is not None}
+        )
         self._index = set(self._keys)
         self._cache: dict[tuple, queries.CellStat] = {}
 
@@ -46,11 +48,19 @@ class CellMap(Mapping):
 
 
 class View:
-    def __init__(self, reader: queries.Reader, experiment: str, quick: bool, as_of: datetime | None,
-                 label: str | None = None):
+    def __init__(
+        self,
+        reader: queries.Reader,
+        experiment: str,
+        quick: bool,
+        as_of: datetime | None,
+        label: str | None = None,
+    ):
         self.experiment, self.quick, self.as_of, self.label = experiment, quick, as_of, label
         self.runs = reader.run_values(experiment, quick, as_of, label)
-        self.intervals = Intervals(experiment, self.runs, reader.request_values(experiment, quick, as_of, label))
+        self.intervals = Intervals(
+            experiment, self.runs, reader.request_values(experiment, quick, as_of, label)
+        )
         self.cells = CellMap(self.intervals, self.runs)
         self.measured = {(c, a, k) for (c, a, k, _) in self.runs}
         self.chip_ids = tuple(sorted({c for (c, _, _, _) in self.runs}))

@@ -11,6 +11,7 @@ each implementation is imported only when an arm uses it. The executor, the work
 the store do not know which one is behind the interface; the engine imports nothing
 from here.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -19,8 +20,12 @@ from pathlib import Path
 from .base import Finished, Runtime, RuntimeFault
 from .knobs import DEFAULT_RUNTIME, RUNTIMES
 
-_CLASSES = {"bothrows": ("bothrows", "Bothrows"), "mlx-lm": ("mlxlm", "MlxLm"),
-            "mlx-lm-server": ("server", "MlxLmServer"), "openai": ("openai", "OpenAI")}
+_CLASSES = {
+    "bothrows": ("bothrows", "Bothrows"),
+    "mlx-lm": ("mlxlm", "MlxLm"),
+    "mlx-lm-server": ("server", "MlxLmServer"),
+    "openai": ("openai", "OpenAI"),
+}
 
 
 def start(runtime: str, knobs: dict, checkpoint: Path) -> Runtime:
@@ -29,8 +34,10 @@ def start(runtime: str, knobs: dict, checkpoint: Path) -> Runtime:
     Raises RuntimeFault when a server cannot be started."""
     module, cls = _CLASSES[runtime]
     impl = getattr(importlib.import_module(f"{__name__}.{module}"), cls)
-    return impl({k: v for k, v in knobs.items() if k != "runtime"} if runtime == DEFAULT_RUNTIME
-                else knobs, checkpoint)
+    return impl(
+        {k: v for k, v in knobs.items() if k != "runtime"} if runtime == DEFAULT_RUNTIME else knobs,
+        checkpoint,
+    )
 
 
 __all__ = ["DEFAULT_RUNTIME", "RUNTIMES", "Finished", "Runtime", "RuntimeFault", "start"]

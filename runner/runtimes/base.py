@@ -14,6 +14,7 @@ A fault of the runtime (a server not reachable, dead, answering HTTP errors or g
 quiet) is a RuntimeFault carrying one readable line; it costs the cell, never the run.
 This module knows nothing about experiments or the store.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,15 +33,16 @@ class RuntimeFault(Exception):
 @dataclass(frozen=True, slots=True)
 class Finished:
     """One finished request, as any runtime reports it."""
-    handle: int                          # what submit() returned
-    prompt_tokens: int                   # as the runtime counted them (a server's usage figures)
+
+    handle: int  # what submit() returned
+    prompt_tokens: int  # as the runtime counted them (a server's usage figures)
     output_tokens: int
-    cached_tokens: int | None            # prompt tokens served from a cache; None: not reported
-    arrival_ns: int                      # when submit() was called
+    cached_tokens: int | None  # prompt tokens served from a cache; None: not reported
+    arrival_ns: int  # when submit() was called
     first_token_ns: int
     done_ns: int
-    tokens: tuple[int, ...] | None       # the output ids; None when the runtime sends only text
-    token_ns: tuple[int, ...] | None     # when each output token arrived; None: cannot tell
+    tokens: tuple[int, ...] | None  # the output ids; None when the runtime sends only text
+    token_ns: tuple[int, ...] | None  # when each output token arrived; None: cannot tell
 
 
 class Runtime:
@@ -49,7 +51,7 @@ class Runtime:
     name = "runtime"
 
     def __init__(self, knobs: dict, checkpoint: Path):
-        self.knobs = knobs                # stored as the run's knobs JSON
+        self.knobs = knobs  # stored as the run's knobs JSON
         self.checkpoint = checkpoint
         self.ceiling = int(knobs["max_batch_size"])
 
@@ -80,8 +82,9 @@ class Runtime:
         """Release everything this runtime holds; safe to call twice."""
 
     # -- outside the clock ---------------------------------------------------------
-    def warm_up(self, prompt_tokens: tuple[int, int], max_new_tokens: int, seed: int,
-                max_context: int = 0) -> None:
+    def warm_up(
+        self, prompt_tokens: tuple[int, int], max_new_tokens: int, seed: int, max_context: int = 0
+    ) -> None:
         """(max_context: the longest context a cell reaches, for runtimes that trace shapes.)
         One request, then min(2, ceiling) together, at the workload's shortest and longest
         prompt, of random ids unrelated to the workload (so nothing a cell sends is cached)."""

@@ -6,6 +6,7 @@ Per-pass rows are the engine's PassEvents, buffered in memory during the cell. P
 times are the engine's own (RequestEvent.token_ns: each token's commit time), passed on
 as they are.
 """
+
 from __future__ import annotations
 
 import random
@@ -50,10 +51,20 @@ class Bothrows(Runtime):
 
     def poll(self, wait_s=None) -> list[Finished]:
         # One pass, whatever wait_s says: the pass is the work an arrival waits for.
-        return [Finished(ev.request_id, ev.prompt_tokens, ev.output_tokens, ev.cached_tokens,
-                         ev.arrival_ns, ev.first_token_ns, ev.done_ns, ev.tokens,
-                         ev.token_ns)
-                for ev in self.engine.step()]
+        return [
+            Finished(
+                ev.request_id,
+                ev.prompt_tokens,
+                ev.output_tokens,
+                ev.cached_tokens,
+                ev.arrival_ns,
+                ev.first_token_ns,
+                ev.done_ns,
+                ev.tokens,
+                ev.token_ns,
+            )
+            for ev in self.engine.step()
+        ]
 
     def end_cell(self) -> list[PassEvent]:
         self.engine.sink = None

@@ -9,6 +9,7 @@ server's own limit (the runner cannot set it), and it is required there.
 a run stores as its knobs) and every problem as (knob, reason); it never raises and
 imports no model code.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,20 +21,33 @@ from runner.engine.config import EngineConfig, parse_bytes
 DEFAULT_RUNTIME = "bothrows"
 RUNTIMES = ("bothrows", "mlx-lm", "mlx-lm-server", "openai")
 DEFAULT_CEILING = EngineConfig().max_batch_size
-MLX_LM_PREFILL_STEP = 2048        # mlx-lm's own default prefill step (BatchGenerator, server)
-MLX_LM_DRAFT_TOKENS = 3           # mlx_lm.server's default --num-draft-tokens
-READ_TIMEOUT_S = 60.0             # a server that sends nothing for this long has stopped
+MLX_LM_PREFILL_STEP = 2048  # mlx-lm's own default prefill step (BatchGenerator, server)
+MLX_LM_DRAFT_TOKENS = 3  # mlx_lm.server's default --num-draft-tokens
+READ_TIMEOUT_S = 60.0  # a server that sends nothing for this long has stopped
 
 _REQUIRED = object()
 # runtime -> knob -> default (_REQUIRED: must be given; None: absent unless given)
 KNOBS: dict[str, dict[str, object]] = {
-    "mlx-lm": {"max_batch_size": DEFAULT_CEILING, "prefill_chunk": MLX_LM_PREFILL_STEP,
-               "draft_model": None, "num_draft_tokens": None},
-    "mlx-lm-server": {"max_batch_size": DEFAULT_CEILING, "prefill_chunk": MLX_LM_PREFILL_STEP,
-                      "prefix_cache_bytes": 0, "draft_model": None, "num_draft_tokens": None,
-                      "read_timeout_s": READ_TIMEOUT_S},
-    "openai": {"base_url": _REQUIRED, "max_batch_size": _REQUIRED, "served_model": None,
-               "read_timeout_s": READ_TIMEOUT_S},
+    "mlx-lm": {
+        "max_batch_size": DEFAULT_CEILING,
+        "prefill_chunk": MLX_LM_PREFILL_STEP,
+        "draft_model": None,
+        "num_draft_tokens": None,
+    },
+    "mlx-lm-server": {
+        "max_batch_size": DEFAULT_CEILING,
+        "prefill_chunk": MLX_LM_PREFILL_STEP,
+        "prefix_cache_bytes": 0,
+        "draft_model": None,
+        "num_draft_tokens": None,
+        "read_timeout_s": READ_TIMEOUT_S,
+    },
+    "openai": {
+        "base_url": _REQUIRED,
+        "max_batch_size": _REQUIRED,
+        "served_model": None,
+        "read_timeout_s": READ_TIMEOUT_S,
+    },
 }
 ENGINE_KNOBS = tuple(EngineConfig.__dataclass_fields__)
 
@@ -50,8 +64,7 @@ def ceiling(knobs: dict) -> int:
 def not_a_knob(runtime: str, knob: str) -> str:
     others = [r for r in RUNTIMES if r != runtime and knob in knob_names(r)]
     where = f"; it is a knob of {', '.join(others)}" if others else ""
-    return (f"runtime {runtime!r} has no knob {knob!r}{where} (its knobs: "
-            f"{', '.join(knob_names(runtime))})")
+    return f"runtime {runtime!r} has no knob {knob!r}{where} (its knobs: {', '.join(knob_names(runtime))})"
 
 
 def check(runtime: str, knobs: dict, checkpoint: Path | None) -> tuple[dict, list[tuple[str, str]]]:
@@ -65,9 +78,18 @@ def check(runtime: str, knobs: dict, checkpoint: Path | None) -> tuple[dict, lis
     for knob, default in spec.items():
         if knob not in knobs:
             if default is _REQUIRED:
-                problems.append((knob, f"runtime {runtime!r} needs {knob}" + (
-                    " (the server's own batch limit, which the runner cannot set: the regimes "
-                    "need the ceiling)" if knob == "max_batch_size" else "")))
+                problems.append(
+                    (
+                        knob,
+                        f"runtime {runtime!r} needs {knob}"
+                        + (
+                            " (the server's own batch limit, which the runner cannot set: the regimes "
+                            "need the ceiling)"
+                            if knob == "max_batch_size"
+                            else ""
+                        ),
+                    )
+                )
             elif default is not None:
                 out[knob] = default
             continue
@@ -131,6 +153,7 @@ def _base_url(v) -> tuple[object, str | None]:
 def draft_path(name: str) -> Path:
     """The draft model's directory: a shipped model's name or a path, as `model` is."""
     from runner.engine.checkpoint import resolve_checkpoint
+
     return resolve_checkpoint(name)
 
 
@@ -151,6 +174,8 @@ def _same_vocabulary(target: Path, draft: Path) -> str | None:
     except (OSError, ValueError, KeyError, TypeError) as e:
         return f"cannot compare the vocabularies of {target} and {draft}: {e}"
     if sizes[0] != sizes[1]:
-        return (f"{draft} has a vocabulary of {sizes[1]} tokens and the model {sizes[0]}: a draft "
-                "must share the model's tokenizer")
+        return (
+            f"{draft} has a vocabulary of {sizes[1]} tokens and the model {sizes[0]}: a draft "
+            "must share the model's tokenizer"
+        )
     return None

@@ -12,6 +12,7 @@ token per poll. Per-pass rows are not taken: a BatchGenerator step mixes prefill
 decode in ways it does not report, so passes are absent, not made up. Sampling at
 temperature > 0 draws from MLX's global generator: per-request seeds do not apply.
 """
+
 from __future__ import annotations
 
 import time
@@ -31,8 +32,17 @@ class _Live:
         self.times: list[int] = []
 
     def finished(self) -> Finished:
-        return Finished(self.handle, self.prompt_tokens, len(self.tokens), 0, self.arrival_ns,
-                        self.times[0], self.times[-1], tuple(self.tokens), tuple(self.times))
+        return Finished(
+            self.handle,
+            self.prompt_tokens,
+            len(self.tokens),
+            0,
+            self.arrival_ns,
+            self.times[0],
+            self.times[-1],
+            tuple(self.tokens),
+            tuple(self.times),
+        )
 
 
 class MlxLm(Runtime):
@@ -41,6 +51,7 @@ class MlxLm(Runtime):
     def __init__(self, knobs: dict, checkpoint: Path):
         super().__init__(knobs, checkpoint)
         from mlx_lm.utils import load
+
         self.model, self.tokenizer = load(str(checkpoint))
         self.eos = set(self.tokenizer.eos_token_ids)
         self.draft = load(str(draft_path(knobs["draft_model"])))[0] if knobs.get("draft_model") else None
@@ -49,27 +60,33 @@ class MlxLm(Runtime):
         self._next = 0
         if self.draft is None:
             from mlx_lm.generate import BatchGenerator
-            self.gen = BatchGenerator(self.model, completion_batch_size=self.ceiling,
-                                      prefill_batch_size=self.ceiling,
-                                      prefill_step_size=self.prefill_step,
-                                      stop_tokens=[[t] for t in sorted(self.eos)])
+
+            self.gen = BatchGenerator(
+                self.model,
+                completion_batch_size=self.ceiling,
+                prefill_batch_size=self.ceiling,
+                prefill_step_size=self.prefill_step,
+                stop_tokens=[[t] for t in sorted(self.eos)],
+            )
         else:
-            self.queue: deque = deque()          # (live, prompt, max_new_tokens, sampler)
-            self.current = None                  # (live, token iterator)
+            self.queue: deque = deque()  # (live, prompt, max_new_tokens, sampler)
+            self.current = None  # (live, token iterator)
 
     @staticmethod
     def _sampler(temperature: float):
         if temperature <= 0:
             return None
         from mlx_lm.sample_utils import make_sampler
+
         return make_sampler(temp=temperature)
 
     def submit(self, prompt, max_new_tokens, temperature, seed) -> int:
         sampler = self._sampler(temperature)
         arrival = time.perf_counter_ns()
         if self.draft is None:
-            (handle,) = self.gen.insert([list(prompt)], [int(max_new_tokens)],
-                                        samplers=None if sampler is None else [sampler])
+            (handle,) = self.gen.insert(
+                [list(prompt)], [int(max_new_tokens)], samplers=None if sampler is None else [sampler]
+            )
         else:
             handle = self._next
             self._next += 1
@@ -100,13 +117,20 @@ class MlxLm(Runtime):
     def _poll_draft(self) -> list[Finished]:
         import mlx.core as mx
         from mlx_lm.generate import speculative_generate_step
+
         if self.current is None:
             if not self.queue:
                 return []
             live, prompt, max_new, sampler = self.queue.popleft()
             steps = speculative_generate_step(
-                mx.array(prompt), self.model, self.draft, num_draft_tokens=int(self.knobs["num_draft_tokens"]),
-                max_tokens=max_new, sampler=sampler, prefill_step_size=self.prefill_step)
+                mx.array(prompt),
+                self.model,
+                self.draft,
+                num_draft_tokens=int(self.knobs["num_draft_tokens"]),
+                max_tokens=max_new,
+                sampler=sampler,
+                prefill_step_size=self.prefill_step,
+            )
             self.current = (live, steps)
         live, steps = self.current
         token = next(steps, None)

@@ -13,6 +13,7 @@ the finishing chunk. Sampling seeds are sent only when temperature > 0 (mlx_lm.s
 serves a seeded request on its own, unbatched). Every failure (refused connection, HTTP
 error, broken stream, nothing for read_timeout_s) is a RuntimeFault naming the base_url.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -29,7 +30,7 @@ from tokenizers import Tokenizer
 
 from .base import Finished, Runtime, RuntimeFault
 
-POLL_SECONDS = 1.0   # how long poll() waits for a finish before handing control back (at most)
+POLL_SECONDS = 1.0  # how long poll() waits for a finish before handing control back (at most)
 
 
 class OpenAI(Runtime):
@@ -47,7 +48,7 @@ class OpenAI(Runtime):
         self._texts: dict[tuple[int, ...], str] = {}
         self._ids = itertools.count()
         self._done: queue.Queue = queue.Queue()
-        self._epoch = 0                      # results of an abandoned cell are dropped
+        self._epoch = 0  # results of an abandoned cell are dropped
         self._in_flight: set[int] = set()
 
     def where(self) -> str:
@@ -69,8 +70,13 @@ class OpenAI(Runtime):
         text = self._texts.get(key)
         if text is None:
             text = self._texts[key] = self._tokenizer.decode(list(prompt), skip_special_tokens=False)
-        body = {"prompt": text, "max_tokens": int(max_new_tokens), "temperature": float(temperature),
-                "stream": True, "stream_options": {"include_usage": True}}
+        body = {
+            "prompt": text,
+            "max_tokens": int(max_new_tokens),
+            "temperature": float(temperature),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         if self.knobs.get("served_model"):
             body["model"] = self.knobs["served_model"]
         if temperature > 0:
@@ -78,8 +84,12 @@ class OpenAI(Runtime):
         handle = next(self._ids)
         self._in_flight.add(handle)
         arrival = time.perf_counter_ns()
-        threading.Thread(target=self._run, args=(self._epoch, handle, json.dumps(body).encode(), arrival),
-                         daemon=True, name=f"bothrows-http-{handle}").start()
+        threading.Thread(
+            target=self._run,
+            args=(self._epoch, handle, json.dumps(body).encode(), arrival),
+            daemon=True,
+            name=f"bothrows-http-{handle}",
+        ).start()
         return handle
 
     def busy(self) -> bool:
@@ -88,7 +98,7 @@ class OpenAI(Runtime):
     def poll(self, wait_s: float | None = None) -> list[Finished]:
         out: list[Finished] = []
         wait = POLL_SECONDS if wait_s is None else min(POLL_SECONDS, max(0.0, wait_s))
-        try:   # the streams run on their threads: this only waits, so not past an arrival
+        try:  # the streams run on their threads: this only waits, so not past an arrival
             item = self._done.get(timeout=wait)
         except queue.Empty:
             return out
@@ -97,7 +107,7 @@ class OpenAI(Runtime):
             if epoch == self._epoch and handle in self._in_flight:
                 self._in_flight.discard(handle)
                 if isinstance(result, RuntimeFault):
-                    self._abandon()   # the rest of this cell's requests no longer count
+                    self._abandon()  # the rest of this cell's requests no longer count
                     raise result
                 out.append(result)
             try:
@@ -123,8 +133,12 @@ class OpenAI(Runtime):
         conn = kind(self._host, self._port, timeout=self.read_timeout)
         try:
             try:
-                conn.request("POST", self._path, body, {"Content-Type": "application/json",
-                                                        "Accept": "text/event-stream"})
+                conn.request(
+                    "POST",
+                    self._path,
+                    body,
+                    {"Content-Type": "application/json", "Accept": "text/event-stream"},
+                )
                 resp = conn.getresponse()
             except ConnectionRefusedError:
                 raise self.fault("not reachable (connection refused)") from None
@@ -145,8 +159,9 @@ class OpenAI(Runtime):
             try:
                 line = resp.readline()
             except (socket.timeout, TimeoutError):
-                raise self.fault(f"stopped streaming: nothing for {self.read_timeout:g} s "
-                                 f"after {len(times)} tokens") from None
+                raise self.fault(
+                    f"stopped streaming: nothing for {self.read_timeout:g} s after {len(times)} tokens"
+                ) from None
             except (OSError, http.client.HTTPException) as e:
                 raise self.fault(f"the stream broke after {len(times)} tokens ({_why(e)})") from None
             now = time.perf_counter_ns()
@@ -154,7 +169,7 @@ class OpenAI(Runtime):
                 break
             line = line.strip()
             if not line.startswith(b"data:"):
-                continue   # blank separators and ": keepalive" comments
+                continue  # blank separators and ": keepalive" comments
             data = line[5:].strip()
             if data == b"[DONE]":
                 break
@@ -174,18 +189,28 @@ class OpenAI(Runtime):
             usage = chunk.get("usage") or usage
         if finish_ns is None:
             raise self.fault(f"the stream ended before the request finished (after {len(times)} tokens)")
-        if not isinstance(usage, dict) or not all(isinstance(usage.get(k), int)
-                                                  for k in ("prompt_tokens", "completion_tokens")):
+        if not isinstance(usage, dict) or not all(
+            isinstance(usage.get(k), int) for k in ("prompt_tokens", "completion_tokens")
+        ):
             raise self.fault("sent no usage figures (the runner asks for stream_options.include_usage)")
         n = usage["completion_tokens"]
         if len(times) == n - 1 and reason == "stop":
-            times.append(finish_ns)   # the stop token sends no text: it ends the stream
+            times.append(finish_ns)  # the stop token sends no text: it ends the stream
         token_ns = tuple(times) if len(times) == n else None
         details = usage.get("prompt_tokens_details")
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
         first = times[0] if times else finish_ns
-        return Finished(handle, usage["prompt_tokens"], n, cached if isinstance(cached, int) else None,
-                        arrival, first, finish_ns, None, token_ns)
+        return Finished(
+            handle,
+            usage["prompt_tokens"],
+            n,
+            cached if isinstance(cached, int) else None,
+            arrival,
+            first,
+            finish_ns,
+            None,
+            token_ns,
+        )
 
 
 def _why(e: BaseException) -> str:

@@ -18,6 +18,7 @@ WARNING (no log line per request on its clock), and on Linux a parent-death sign
 even a runner killed outright takes it along. The runner waits until /health answers,
 and stop() (also registered with atexit) ends the whole group: SIGTERM, then SIGKILL.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -35,7 +36,7 @@ from pathlib import Path
 from .knobs import draft_path
 from .openai import OpenAI
 
-STARTUP_SECONDS = 120.0   # loading a checkpoint; a server that takes longer has failed
+STARTUP_SECONDS = 120.0  # loading a checkpoint; a server that takes longer has failed
 STOP_SECONDS = 5.0
 # Runs in the server's process: die with the runner (Linux prctl PR_SET_PDEATHSIG), and
 # exit at once if the runner is already gone, then hand over to mlx_lm.server's main().
@@ -53,7 +54,7 @@ main()
 """
 
 
-_ACCESS_LINE = re.compile(r'^\S+ - - \[[^\]]*\] "')   # http.server's per-request log line
+_ACCESS_LINE = re.compile(r'^\S+ - - \[[^\]]*\] "')  # http.server's per-request log line
 
 
 def free_port() -> int:
@@ -64,13 +65,23 @@ def free_port() -> int:
 
 def server_flags(knobs: dict) -> list[str]:
     n = str(knobs["max_batch_size"])
-    flags = ["--decode-concurrency", n, "--prompt-concurrency", n,
-             "--prefill-step-size", str(knobs["prefill_chunk"])]
+    flags = [
+        "--decode-concurrency",
+        n,
+        "--prompt-concurrency",
+        n,
+        "--prefill-step-size",
+        str(knobs["prefill_chunk"]),
+    ]
     cache = int(knobs.get("prefix_cache_bytes", 0))
     flags += ["--prompt-cache-size", "0"] if cache == 0 else ["--prompt-cache-bytes", str(cache)]
     if knobs.get("draft_model"):
-        flags += ["--draft-model", str(draft_path(knobs["draft_model"])),
-                  "--num-draft-tokens", str(knobs["num_draft_tokens"])]
+        flags += [
+            "--draft-model",
+            str(draft_path(knobs["draft_model"])),
+            "--num-draft-tokens",
+            str(knobs["num_draft_tokens"]),
+        ]
     return flags
 
 
@@ -84,17 +95,33 @@ class MlxLmServer(OpenAI):
         self.proc: subprocess.Popen | None = None
         port = free_port()
         super().__init__({**knobs, "base_url": f"http://127.0.0.1:{port}/v1"}, checkpoint)
-        self.knobs = dict(knobs)   # stored without the port, which changes every start
-        self._log = tempfile.NamedTemporaryFile(prefix="bothrows-mlx-lm-server-", suffix=".log",
-                                                delete=False)
-        command = [sys.executable, "-c", SHIM, str(os.getpid()), "--model", str(checkpoint),
-                   "--host", "127.0.0.1", "--port", str(port), "--log-level", "WARNING",
-                   *server_flags(knobs)]
+        self.knobs = dict(knobs)  # stored without the port, which changes every start
+        self._log = tempfile.NamedTemporaryFile(prefix="bothrows-mlx-lm-server-", suffix=".log", delete=False)
+        command = [
+            sys.executable,
+            "-c",
+            SHIM,
+            str(os.getpid()),
+            "--model",
+            str(checkpoint),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "WARNING",
+            *server_flags(knobs),
+        ]
         atexit.register(self.stop)
         try:
-            self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log,
-                                         stderr=subprocess.STDOUT, start_new_session=True,
-                                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+            self.proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, "HF_HUB_OFFLINE": "1"},
+            )
             self._wait_until_ready(port)
         except OSError as e:
             self.stop()
@@ -118,10 +145,12 @@ class MlxLmServer(OpenAI):
                 conn.close()
             if status == 200:
                 return
-            if status is not None:   # up, but its generation thread is gone: the model did not load
+            if status is not None:  # up, but its generation thread is gone: the model did not load
                 last = self._last_log_line()
-                raise self.fault(f"answers /health with HTTP {status}: its model did not load"
-                                 + (f" (its last line: {last})" if last else ""))
+                raise self.fault(
+                    f"answers /health with HTTP {status}: its model did not load"
+                    + (f" (its last line: {last})" if last else "")
+                )
             time.sleep(0.1)
         raise self.fault(f"did not answer /health within {STARTUP_SECONDS:g} s")
 
@@ -153,7 +182,7 @@ class MlxLmServer(OpenAI):
                 lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines()]
         except OSError:
             return ""
-        said = [ln for ln in lines if ln and not _ACCESS_LINE.match(ln)]   # not request logs
+        said = [ln for ln in lines if ln and not _ACCESS_LINE.match(ln)]  # not request logs
         return said[-1][:200] if said else ""
 
     def stop(self) -> None:

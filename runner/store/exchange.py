@@ -7,6 +7,7 @@ database from before a table existed (tokens.parquet, from schema version 4) imp
 having none of its rows, and columns added since (ADDED_COLUMNS) as NULL. This module
 writes only through an open Store; it does not render anything.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,8 +25,10 @@ TABLES = REQUIRED_TABLES + tuple(ADDED_TABLES)
 
 
 def _columns(st: Store, table: str) -> list[str]:
-    rows = st.con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-                          "ORDER BY ordinal_position", [table]).fetchall()
+    rows = st.con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+        [table],
+    ).fetchall()
     return [r[0] for r in rows]
 
 
@@ -35,20 +38,26 @@ def export_experiment(st: Store, experiment: str, out_dir: str | Path) -> dict[s
     selects = {
         "runs": "SELECT * FROM runs WHERE experiment = ? AND status = 'complete' ORDER BY run_id",
         "chips": "SELECT * FROM chips WHERE chip_id IN (SELECT chip_id FROM runs WHERE "
-                 "experiment = ? AND status = 'complete') ORDER BY chip_id",
+        "experiment = ? AND status = 'complete') ORDER BY chip_id",
         "requests": "SELECT q.* FROM requests q JOIN runs r USING (run_id) WHERE r.experiment = ? "
-                    "AND r.status = 'complete' ORDER BY q.run_id, q.request_id",
+        "AND r.status = 'complete' ORDER BY q.run_id, q.request_id",
         "passes": "SELECT p.* FROM passes p JOIN runs r USING (run_id) WHERE r.experiment = ? "
-                  "AND r.status = 'complete' ORDER BY p.run_id, p.pass_index",
+        "AND r.status = 'complete' ORDER BY p.run_id, p.pass_index",
         "tokens": "SELECT k.* FROM tokens k JOIN runs r USING (run_id) WHERE r.experiment = ? "
-                  "AND r.status = 'complete' ORDER BY k.run_id, k.request_id, k.token_index",
+        "AND r.status = 'complete' ORDER BY k.run_id, k.request_id, k.token_index",
     }
     tables = {t: st.con.sql(sql, params=[experiment]).to_arrow_table() for t, sql in selects.items()}
     if tables["runs"].num_rows == 0:
-        known = [r[0] for r in st.con.execute(
-            "SELECT DISTINCT experiment FROM runs WHERE status = 'complete' ORDER BY 1").fetchall()]
-        raise StoreError(f"database {st.path} has no complete runs of experiment {experiment!r} "
-                         f"(experiments with complete runs: {known or 'none'})")
+        known = [
+            r[0]
+            for r in st.con.execute(
+                "SELECT DISTINCT experiment FROM runs WHERE status = 'complete' ORDER BY 1"
+            ).fetchall()
+        ]
+        raise StoreError(
+            f"database {st.path} has no complete runs of experiment {experiment!r} "
+            f"(experiments with complete runs: {known or 'none'})"
+        )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for t in TABLES:
@@ -62,8 +71,9 @@ def _read_export(source: Path) -> dict[str, pa.Table]:
     if missing:
         raise StoreError(f"{source}: not an export (missing {', '.join(missing)} in {folder})")
     try:
-        return {t: pq.read_table(folder / f"{t}.parquet") for t in TABLES
-                if (folder / f"{t}.parquet").is_file()}
+        return {
+            t: pq.read_table(folder / f"{t}.parquet") for t in TABLES if (folder / f"{t}.parquet").is_file()
+        }
     except (pa.ArrowInvalid, OSError) as e:
         raise StoreError(f"{folder}: cannot read Parquet: {e}") from None
 
@@ -75,9 +85,13 @@ def _read_database(source: Path) -> dict[str, pa.Table]:
         raise StoreError(f"{source}: cannot open as a DuckDB database: {e}") from None
     try:
         present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        return {t: con.sql(f"SELECT * FROM {t} WHERE " + (
-            "status = 'complete'" if t == "runs" else "true")).to_arrow_table() for t in TABLES
-            if t in REQUIRED_TABLES or t in present}   # an older database may lack a later table
+        return {
+            t: con.sql(
+                f"SELECT * FROM {t} WHERE " + ("status = 'complete'" if t == "runs" else "true")
+            ).to_arrow_table()
+            for t in TABLES
+            if t in REQUIRED_TABLES or t in present
+        }  # an older database may lack a later table
     except duckdb.Error as e:
         raise StoreError(f"{source}: not a bothrows database: {e}") from None
     finally:
@@ -100,8 +114,9 @@ def import_tables(st: Store, tables: dict[str, pa.Table], source: str) -> dict[s
     lacking = [t for t in REQUIRED_TABLES if t not in tables]
     if lacking:
         raise StoreError(f"{source}: lacks the {', '.join(lacking)} table(s)")
-    tables = {t: _with_added_columns(t, tables[t] if t in tables else ADDED_TABLES[t].empty_table())
-              for t in TABLES}
+    tables = {
+        t: _with_added_columns(t, tables[t] if t in tables else ADDED_TABLES[t].empty_table()) for t in TABLES
+    }
     for t in TABLES:
         missing = sorted(set(_columns(st, t)) - set(tables[t].column_names))
         if missing:
@@ -135,16 +150,24 @@ def _with_added_columns(table: str, rows: pa.Table) -> pa.Table:
 
 def _merge(st: Store, names: dict[str, str]) -> None:
     cols = {t: ", ".join(_columns(st, t)) for t in TABLES}
-    st.con.execute("CREATE TEMP TABLE _new_runs AS SELECT DISTINCT run_id FROM "
-                   f"{names['runs']} WHERE status = 'complete' AND run_id NOT IN (SELECT run_id FROM runs)")
+    st.con.execute(
+        "CREATE TEMP TABLE _new_runs AS SELECT DISTINCT run_id FROM "
+        f"{names['runs']} WHERE status = 'complete' AND run_id NOT IN (SELECT run_id FROM runs)"
+    )
     try:
-        st.con.execute(f"INSERT INTO chips SELECT DISTINCT {cols['chips']} FROM {names['chips']} "
-                       "WHERE chip_id NOT IN (SELECT chip_id FROM chips)")
-        st.con.execute(f"INSERT INTO runs SELECT {cols['runs']} FROM {names['runs']} "
-                       "WHERE run_id IN (SELECT run_id FROM _new_runs)")
+        st.con.execute(
+            f"INSERT INTO chips SELECT DISTINCT {cols['chips']} FROM {names['chips']} "
+            "WHERE chip_id NOT IN (SELECT chip_id FROM chips)"
+        )
+        st.con.execute(
+            f"INSERT INTO runs SELECT {cols['runs']} FROM {names['runs']} "
+            "WHERE run_id IN (SELECT run_id FROM _new_runs)"
+        )
         for t in ("requests", "passes", "tokens"):
-            st.con.execute(f"INSERT INTO {t} SELECT {cols[t]} FROM {names[t]} "
-                           "WHERE run_id IN (SELECT run_id FROM _new_runs)")
+            st.con.execute(
+                f"INSERT INTO {t} SELECT {cols[t]} FROM {names[t]} "
+                "WHERE run_id IN (SELECT run_id FROM _new_runs)"
+            )
     finally:
         st.con.execute("DROP TABLE _new_runs")
 
@@ -157,9 +180,13 @@ def export_runs(st: Store, run_ids: list[str], out_dir: str | Path) -> dict[str,
     ids = pa.table({"run_id": pa.array(sorted(set(run_ids)), pa.string())})
     st.con.register("_export_ids", ids)
     try:
-        found = {r[0] for r in st.con.execute(
-            "SELECT run_id FROM runs WHERE status = 'complete' AND run_id IN "
-            "(SELECT run_id FROM _export_ids)").fetchall()}
+        found = {
+            r[0]
+            for r in st.con.execute(
+                "SELECT run_id FROM runs WHERE status = 'complete' AND run_id IN "
+                "(SELECT run_id FROM _export_ids)"
+            ).fetchall()
+        }
         missing = sorted(set(run_ids) - found)
         if missing:
             raise StoreError(f"database {st.path}: no complete runs {missing}")
@@ -167,12 +194,11 @@ def export_runs(st: Store, run_ids: list[str], out_dir: str | Path) -> dict[str,
         selects = {
             "runs": f"SELECT * FROM runs WHERE run_id IN ({chosen}) ORDER BY run_id",
             "chips": f"SELECT * FROM chips WHERE chip_id IN (SELECT chip_id FROM runs WHERE "
-                     f"run_id IN ({chosen})) ORDER BY chip_id",
-            "requests": f"SELECT * FROM requests WHERE run_id IN ({chosen}) "
-                        "ORDER BY run_id, request_id",
+            f"run_id IN ({chosen})) ORDER BY chip_id",
+            "requests": f"SELECT * FROM requests WHERE run_id IN ({chosen}) ORDER BY run_id, request_id",
             "passes": f"SELECT * FROM passes WHERE run_id IN ({chosen}) ORDER BY run_id, pass_index",
             "tokens": f"SELECT * FROM tokens WHERE run_id IN ({chosen}) "
-                      "ORDER BY run_id, request_id, token_index",
+            "ORDER BY run_id, request_id, token_index",
         }
         tables = {t: st.con.sql(sql).to_arrow_table() for t, sql in selects.items()}
     finally:

@@ -19,6 +19,7 @@ could not be written, a database from before this layout) are first written to n
 folders of their own, so a rebuild never loses a measurement. Without a `measurements/`
 folder the database is left as it is. This module does not measure or render anything.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,10 +38,12 @@ from .store import Store, StoreError, StoreLocked
 FOLDER = "measurements"
 # The manifest a rebuilt database carries: which files it was loaded from, and which runs
 # came from them (runs added later by `runner run` are the ones a rebuild must rescue).
-MANIFEST_DDL = ("CREATE TABLE measurement_files (folder VARCHAR NOT NULL, file VARCHAR NOT NULL, "
-                "sha256 VARCHAR NOT NULL); CREATE TABLE measurement_runs (run_id VARCHAR NOT NULL);")
+MANIFEST_DDL = (
+    "CREATE TABLE measurement_files (folder VARCHAR NOT NULL, file VARCHAR NOT NULL, "
+    "sha256 VARCHAR NOT NULL); CREATE TABLE measurement_runs (run_id VARCHAR NOT NULL);"
+)
 
-Manifest = tuple[tuple[str, str, str], ...]   # sorted (folder name, file name, sha256)
+Manifest = tuple[tuple[str, str, str], ...]  # sorted (folder name, file name, sha256)
 
 
 @dataclass
@@ -53,12 +56,15 @@ class LoadResult:
     rescued: list[Path] = field(default_factory=list)
 
     def describe(self) -> str:
-        saved = "".join(f"; saved {p.name}, runs {self.db.name} held in no measurement folder"
-                        for p in self.rescued)
+        saved = "".join(
+            f"; saved {p.name}, runs {self.db.name} held in no measurement folder" for p in self.rescued
+        )
         if not self.rebuilt:
             return f"{self.db} is up to date with the {self.folders} measurement folder(s) in {self.root}"
-        return (f"loaded {self.folders} measurement folder(s) ({self.runs} runs) from {self.root} "
-                f"into {self.db}{saved}")
+        return (
+            f"loaded {self.folders} measurement folder(s) ({self.runs} runs) from {self.root} "
+            f"into {self.db}{saved}"
+        )
 
 
 def folder_of(db: str | os.PathLike) -> Path:
@@ -71,8 +77,10 @@ def folder_name(runs: pa.Table) -> str:
     is unique across machines and branches because run ids are random."""
     experiments, chips = set(runs.column("experiment").to_pylist()), set(runs.column("chip_id").to_pylist())
     if len(experiments) != 1 or len(chips) != 1:
-        raise StoreError(f"a measurement folder holds one experiment on one chip, not "
-                         f"{sorted(experiments)} on {sorted(chips)}")
+        raise StoreError(
+            f"a measurement folder holds one experiment on one chip, not "
+            f"{sorted(experiments)} on {sorted(chips)}"
+        )
     start = min(runs.column("started_at").to_pylist()).strftime("%Y%m%dT%H%M%SZ")  # naive UTC
     ids = hashlib.sha256("\n".join(sorted(runs.column("run_id").to_pylist())).encode()).hexdigest()
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", experiments.pop()).strip("-.") or "experiment"
@@ -82,8 +90,10 @@ def folder_name(runs: pa.Table) -> str:
 def write_measurement(st: Store, run_ids: list[str], root: Path) -> Path:
     """Export the given complete runs (one experiment, one chip) as a new folder in root,
     written under a hidden name and renamed, so a crash never leaves half a folder."""
-    runs = st.con.sql("SELECT run_id, experiment, chip_id, started_at FROM runs WHERE "
-                      "run_id IN (SELECT unnest(?))", params=[list(run_ids)]).to_arrow_table()
+    runs = st.con.sql(
+        "SELECT run_id, experiment, chip_id, started_at FROM runs WHERE run_id IN (SELECT unnest(?))",
+        params=[list(run_ids)],
+    ).to_arrow_table()
     final = root / folder_name(runs)
     if final.is_dir():  # the same runs, already written
         return final
@@ -104,7 +114,9 @@ def write_runs(st: Store, run_ids: set[str], root: Path) -> list[Path]:
         return []
     groups = st.con.execute(
         "SELECT list(run_id ORDER BY run_id) FROM runs WHERE run_id IN (SELECT unnest(?)) "
-        "GROUP BY experiment, chip_id ORDER BY experiment, chip_id", [sorted(run_ids)]).fetchall()
+        "GROUP BY experiment, chip_id ORDER BY experiment, chip_id",
+        [sorted(run_ids)],
+    ).fetchall()
     return [write_measurement(st, ids, root) for (ids,) in groups]
 
 
@@ -140,12 +152,13 @@ def manifest(root: Path) -> Manifest:
         for t in TABLES:
             path = folder / f"{t}.parquet"
             if t not in REQUIRED_TABLES and not path.exists():
-                continue   # a folder from before the table existed
+                continue  # a folder from before the table existed
             try:
                 digest = hashlib.sha256(path.read_bytes()).hexdigest()
             except OSError as e:
-                raise StoreError(f"{path}: measurement folder {folder.name} lacks its {t} table "
-                                 f"({e.strerror})") from None
+                raise StoreError(
+                    f"{path}: measurement folder {folder.name} lacks its {t} table ({e.strerror})"
+                ) from None
             rows.append((folder.name, path.name, digest))
     return tuple(sorted(rows))
 
@@ -158,15 +171,20 @@ def _read(path: Path, columns: list[str] | None = None) -> pa.Table:
 
 
 def read_folder(folder: Path) -> dict[str, pa.Table]:
-    return {t: _read(folder / f"{t}.parquet") for t in TABLES
-            if t in REQUIRED_TABLES or (folder / f"{t}.parquet").exists()}
+    return {
+        t: _read(folder / f"{t}.parquet")
+        for t in TABLES
+        if t in REQUIRED_TABLES or (folder / f"{t}.parquet").exists()
+    }
 
 
 def _stored_manifest(st: Store) -> tuple[Manifest | None, set[str]]:
     has = st._one("SELECT count(*) FROM information_schema.tables WHERE table_name = 'measurement_files'")[0]
     if not has:
         return None, set()
-    files = tuple(st.con.execute("SELECT folder, file, sha256 FROM measurement_files ORDER BY ALL").fetchall())
+    files = tuple(
+        st.con.execute("SELECT folder, file, sha256 FROM measurement_files ORDER BY ALL").fetchall()
+    )
     return files, {r[0] for r in st.con.execute("SELECT run_id FROM measurement_runs").fetchall()}
 
 
@@ -213,16 +231,27 @@ def sync_database(db: str | os.PathLike, root: Path | None = None) -> LoadResult
         except StoreLocked:
             raise
         except StoreError:
-            old = None   # unreadable: the folders hold the data, rebuild from them
+            old = None  # unreadable: the folders hold the data, rebuild from them
         if old is not None:
             with old:
                 stored, loaded = _stored_manifest(old)
                 if stored == files:
                     return LoadResult(db, root, len(measurement_folders(root)), 0, rebuilt=False)
-                in_folders = {r for f in measurement_folders(root) for r in
-                              _read(f / "runs.parquet", ["run_id"]).column("run_id").to_pylist()}
-                orphans = {r[0] for r in old.con.execute(
-                    "SELECT run_id FROM runs WHERE status = 'complete'").fetchall()} - loaded - in_folders
+                in_folders = {
+                    r
+                    for f in measurement_folders(root)
+                    for r in _read(f / "runs.parquet", ["run_id"]).column("run_id").to_pylist()
+                }
+                orphans = (
+                    {
+                        r[0]
+                        for r in old.con.execute(
+                            "SELECT run_id FROM runs WHERE status = 'complete'"
+                        ).fetchall()
+                    }
+                    - loaded
+                    - in_folders
+                )
                 rescued = write_runs(old, orphans, root)
             if rescued:
                 files = manifest(root)

@@ -3,6 +3,7 @@ and the columns later versions added (an export made before them lacks them, and
 import fills them with NULL). Add, never edit: a database records the versions it ran.
 This module only declares; store.py runs the migrations.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -51,8 +52,14 @@ SCHEMA_VERSION = max(MIGRATIONS)
 # Columns later migrations added, with their Arrow types: rows exported before a migration
 # lack them, and an import fills them with NULL (runner.store.exchange).
 ADDED_COLUMNS: dict[str, dict[str, pa.DataType]] = {
-    "runs": {"loadavg_start": pa.float64(), "loadavg_end": pa.float64(),
-             "steal_fraction": pa.float64(), "busy_fraction_other": pa.float64(),
-             "runtime": pa.string(), "slo_ttft_ms": pa.float64(), "slo_tpot_ms": pa.float64()},
+    "runs": {
+        "loadavg_start": pa.float64(),
+        "loadavg_end": pa.float64(),
+        "steal_fraction": pa.float64(),
+        "busy_fraction_other": pa.float64(),
+        "runtime": pa.string(),
+        "slo_ttft_ms": pa.float64(),
+        "slo_tpot_ms": pa.float64(),
+    },
     "requests": {"label": pa.string()},
 }

@@ -8,6 +8,7 @@ cell). Rows go in as Arrow tables, never one `executemany` row at a time.
 This module does not read data for pages (that is `runner.publish.queries`) and knows
 nothing about the engine or experiments beyond the column names.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,22 +30,39 @@ from .migrations import ADDED_COLUMNS, MIGRATIONS, SCHEMA_VERSION  # noqa: F401 
 LOAD_COLUMNS = ("loadavg_start", "loadavg_end", "steal_fraction", "busy_fraction_other")
 
 CHIP_COLUMNS = ("name", "device", "cores", "memory_bytes", "os", "mlx_version")
-REQUEST_SCHEMA = pa.schema([
-    ("request_id", pa.int32()), ("client", pa.int32()), ("prompt_tokens", pa.int32()),
-    ("output_tokens", pa.int32()), ("cached_tokens", pa.int32()), ("arrival_ns", pa.int64()),
-    ("first_token_ns", pa.int64()), ("done_ns", pa.int64()), ("output_sha256", pa.string()),
-    ("label", pa.string()),
-])
+REQUEST_SCHEMA = pa.schema(
+    [
+        ("request_id", pa.int32()),
+        ("client", pa.int32()),
+        ("prompt_tokens", pa.int32()),
+        ("output_tokens", pa.int32()),
+        ("cached_tokens", pa.int32()),
+        ("arrival_ns", pa.int64()),
+        ("first_token_ns", pa.int64()),
+        ("done_ns", pa.int64()),
+        ("output_sha256", pa.string()),
+        ("label", pa.string()),
+    ]
+)
 # Request columns a caller may leave out (NULL): added after callers that do not know them.
 OPTIONAL_REQUEST_COLUMNS = ("label",)
-TOKEN_SCHEMA = pa.schema([("request_id", pa.int32()), ("token_index", pa.int32()),
-                          ("t_ns", pa.int64())])
-PASS_SCHEMA = pa.schema([
-    ("pass_index", pa.int32()), ("start_ns", pa.int64()), ("duration_ns", pa.int64()),
-    ("kind", pa.string()), ("width", pa.int32()), ("prefill_tokens", pa.int32()),
-    ("decode_tokens", pa.int32()), ("drafted", pa.int32()), ("accepted", pa.int32()),
-    ("emitted", pa.int32()), ("state_bytes", pa.int64()), ("max_row_state_bytes", pa.int64()),
-])
+TOKEN_SCHEMA = pa.schema([("request_id", pa.int32()), ("token_index", pa.int32()), ("t_ns", pa.int64())])
+PASS_SCHEMA = pa.schema(
+    [
+        ("pass_index", pa.int32()),
+        ("start_ns", pa.int64()),
+        ("duration_ns", pa.int64()),
+        ("kind", pa.string()),
+        ("width", pa.int32()),
+        ("prefill_tokens", pa.int32()),
+        ("decode_tokens", pa.int32()),
+        ("drafted", pa.int32()),
+        ("accepted", pa.int32()),
+        ("emitted", pa.int32()),
+        ("state_bytes", pa.int64()),
+        ("max_row_state_bytes", pa.int64()),
+    ]
+)
 RUN_STATUSES = ("running", "complete", "failed")
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
 # DuckDB hands a second connection in the same process the same database instance
@@ -66,8 +84,9 @@ def chip_id_of(fingerprint: dict) -> str:
 
 
 def _positive(value) -> bool:
-    return (not isinstance(value, bool) and isinstance(value, (int, float))
-            and math.isfinite(value) and value > 0)
+    return (
+        not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+    )
 
 
 def _utc_naive(ts: datetime | None) -> datetime:
@@ -88,8 +107,10 @@ class Store:
         path = Path(db_path).resolve()
         key = str(path)
         if key in _OPEN_HERE:
-            raise StoreLocked(f"database {path} is locked by this process (PID {os.getpid()}): "
-                              "another Store is already open on it")
+            raise StoreLocked(
+                f"database {path} is locked by this process (PID {os.getpid()}): "
+                "another Store is already open on it"
+            )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -99,8 +120,10 @@ class Store:
         except duckdb.IOException as e:
             m = _LOCK_HOLDER.search(str(e))
             if m:
-                raise StoreLocked(f"database {path} is locked by PID {m.group(2)} ({m.group(1)}); "
-                                  "wait for it to finish or pass --db another file") from None
+                raise StoreLocked(
+                    f"database {path} is locked by PID {m.group(2)} ({m.group(1)}); "
+                    "wait for it to finish or pass --db another file"
+                ) from None
             raise StoreError(f"database {path}: {e}") from None
         except duckdb.Error as e:
             raise StoreError(f"database {path}: {e}") from None
@@ -126,8 +149,9 @@ class Store:
         self.close()
 
     def schema_version(self) -> int:
-        has = self._one("SELECT count(*) FROM information_schema.tables "
-                        "WHERE table_name = 'schema_version'")[0]
+        has = self._one("SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'")[
+            0
+        ]
         if not has:
             return 0
         v = self._one("SELECT max(version) FROM schema_version")[0]
@@ -136,8 +160,10 @@ class Store:
     def _migrate(self) -> None:
         current = self.schema_version()
         if current > SCHEMA_VERSION:
-            raise StoreError(f"database {self.path} has schema version {current}, newer than this "
-                             f"bothrows understands ({SCHEMA_VERSION}); update bothrows")
+            raise StoreError(
+                f"database {self.path} has schema version {current}, newer than this "
+                f"bothrows understands ({SCHEMA_VERSION}); update bothrows"
+            )
         for version in range(current + 1, SCHEMA_VERSION + 1):
             with self.transaction():
                 self.con.execute(MIGRATIONS[version])
@@ -170,14 +196,29 @@ class Store:
         self.con.execute(
             "INSERT INTO chips SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS "
             "(SELECT 1 FROM chips WHERE chip_id = ?)",
-            [chip_id, *(fingerprint[k] for k in CHIP_COLUMNS), fp_json, chip_id])
+            [chip_id, *(fingerprint[k] for k in CHIP_COLUMNS), fp_json, chip_id],
+        )
         return chip_id
 
-    def begin_run(self, *, experiment: str, declaration_sha256: str, arm: str, concurrency: int,
-                  round: int, chip_id: str, model_sha256: str, code_version: str, knobs: dict,
-                  seed: int, quick: bool, started_at: datetime | None = None,
-                  runtime: str = "bothrows", slo_ttft_ms: float | None = None,
-                  slo_tpot_ms: float | None = None) -> str:
+    def begin_run(
+        self,
+        *,
+        experiment: str,
+        declaration_sha256: str,
+        arm: str,
+        concurrency: int,
+        round: int,
+        chip_id: str,
+        model_sha256: str,
+        code_version: str,
+        knobs: dict,
+        seed: int,
+        quick: bool,
+        started_at: datetime | None = None,
+        runtime: str = "bothrows",
+        slo_ttft_ms: float | None = None,
+        slo_tpot_ms: float | None = None,
+    ) -> str:
         """A new 'running' run; slo_*: the declared service-level objective (None: none)."""
         if not self._one("SELECT 1 FROM chips WHERE chip_id = ?", [chip_id]):
             raise StoreError(f"begin_run: chip {chip_id!r} is not in the database; call ensure_chip first")
@@ -190,15 +231,35 @@ class Store:
             "chip_id, model_sha256, code_version, knobs, seed, quick, started_at, finished_at, "
             "status, runtime, slo_ttft_ms, slo_tpot_ms) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running', ?, ?, ?)",
-            [run_id, experiment, declaration_sha256, arm, int(concurrency), int(round), chip_id,
-             model_sha256, code_version, json.dumps(knobs, sort_keys=True, default=str), int(seed),
-             bool(quick), _utc_naive(started_at), str(runtime), slo_ttft_ms, slo_tpot_ms])
+            [
+                run_id,
+                experiment,
+                declaration_sha256,
+                arm,
+                int(concurrency),
+                int(round),
+                chip_id,
+                model_sha256,
+                code_version,
+                json.dumps(knobs, sort_keys=True, default=str),
+                int(seed),
+                bool(quick),
+                _utc_naive(started_at),
+                str(runtime),
+                slo_ttft_ms,
+                slo_tpot_ms,
+            ],
+        )
         return run_id
 
     def append_requests(self, run_id: str, rows: list[dict]) -> None:
         """Rows of REQUEST_SCHEMA's columns (OPTIONAL_REQUEST_COLUMNS may be left out: NULL)."""
-        rows = [r if all(k in r for k in OPTIONAL_REQUEST_COLUMNS)
-                else {**dict.fromkeys(OPTIONAL_REQUEST_COLUMNS), **r} for r in rows]
+        rows = [
+            r
+            if all(k in r for k in OPTIONAL_REQUEST_COLUMNS)
+            else {**dict.fromkeys(OPTIONAL_REQUEST_COLUMNS), **r}
+            for r in rows
+        ]
         self._append("requests", REQUEST_SCHEMA, run_id, rows)
 
     def append_tokens(self, run_id: str, times: dict[int, Sequence[int]]) -> None:
@@ -211,10 +272,14 @@ class Store:
         try:
             ids = [int(k) for k in times]
             lengths = [len(v) for v in times.values()]
-            arrow = pa.table({
-                "request_id": pa.array([k for k, n in zip(ids, lengths) for _ in range(n)], pa.int32()),
-                "token_index": pa.array([i for n in lengths for i in range(n)], pa.int32()),
-                "t_ns": pa.array([t for v in times.values() for t in v], pa.int64())}, schema=TOKEN_SCHEMA)
+            arrow = pa.table(
+                {
+                    "request_id": pa.array([k for k, n in zip(ids, lengths) for _ in range(n)], pa.int32()),
+                    "token_index": pa.array([i for n in lengths for i in range(n)], pa.int32()),
+                    "t_ns": pa.array([t for v in times.values() for t in v], pa.int64()),
+                },
+                schema=TOKEN_SCHEMA,
+            )
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
             raise StoreError(f"append_tokens: {e}") from None
         counts = pa.table({"request_id": pa.array(ids, pa.int32()), "n": pa.array(lengths, pa.int64())})
@@ -224,14 +289,27 @@ class Store:
             wrong = self.con.execute(
                 "SELECT c.request_id, c.n, q.output_tokens FROM _counts c LEFT JOIN "
                 "(SELECT request_id, output_tokens FROM requests WHERE run_id = ?) q USING (request_id) "
-                "WHERE q.output_tokens IS DISTINCT FROM c.n ORDER BY c.request_id LIMIT 3", [run_id]).fetchall()
+                "WHERE q.output_tokens IS DISTINCT FROM c.n ORDER BY c.request_id LIMIT 3",
+                [run_id],
+            ).fetchall()
             if wrong:
-                raise StoreError("append_tokens: " + "; ".join(
-                    f"request {k} of run {run_id} " + ("is not in its requests" if out is None else
-                                                       f"has {out} output tokens but {n} times")
-                    for k, n, out in wrong))
-            self.con.execute("INSERT INTO tokens (run_id, request_id, token_index, t_ns) "
-                             "SELECT ?, request_id, token_index, t_ns FROM _incoming", [run_id])
+                raise StoreError(
+                    "append_tokens: "
+                    + "; ".join(
+                        f"request {k} of run {run_id} "
+                        + (
+                            "is not in its requests"
+                            if out is None
+                            else f"has {out} output tokens but {n} times"
+                        )
+                        for k, n, out in wrong
+                    )
+                )
+            self.con.execute(
+                "INSERT INTO tokens (run_id, request_id, token_index, t_ns) "
+                "SELECT ?, request_id, token_index, t_ns FROM _incoming",
+                [run_id],
+            )
         finally:
             self.con.unregister("_incoming")
             self.con.unregister("_counts")
@@ -239,9 +317,13 @@ class Store:
     def append_passes(self, run_id: str, rows: list[dict]) -> None:
         self._append("passes", PASS_SCHEMA, run_id, rows)
 
-    def finish_run(self, run_id: str, status: str = "complete",
-                   finished_at: datetime | None = None,
-                   load: dict[str, float | None] | None = None) -> None:
+    def finish_run(
+        self,
+        run_id: str,
+        status: str = "complete",
+        finished_at: datetime | None = None,
+        load: dict[str, float | None] | None = None,
+    ) -> None:
         """Close a running run; `load` optionally gives LOAD_COLUMNS (None = not reported)."""
         if status not in ("complete", "failed"):
             raise StoreError(f"finish_run: status must be 'complete' or 'failed', got {status!r}")
@@ -250,14 +332,18 @@ class Store:
         if unknown:
             raise StoreError(f"finish_run: unknown load columns {unknown} (known: {list(LOAD_COLUMNS)})")
         for key, value in load.items():
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not math.isfinite(value)):
-                raise StoreError(f"finish_run: load column {key} must be a finite number or None, "
-                                 f"got {value!r}")
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            ):
+                raise StoreError(
+                    f"finish_run: load column {key} must be a finite number or None, got {value!r}"
+                )
         self._require_running(run_id, "finish_run")
         sets = "".join(f", {k} = ?" for k in load)
-        self.con.execute(f"UPDATE runs SET status = ?, finished_at = ?{sets} WHERE run_id = ?",
-                         [status, _utc_naive(finished_at), *load.values(), run_id])
+        self.con.execute(
+            f"UPDATE runs SET status = ?, finished_at = ?{sets} WHERE run_id = ?",
+            [status, _utc_naive(finished_at), *load.values(), run_id],
+        )
 
     def fail_stale_runs(self) -> int:
         """Mark runs left 'running' by a killed process as failed (we hold the lock, so no
@@ -282,8 +368,9 @@ class Store:
         for i, row in enumerate(rows):
             if set(row) != want:
                 missing, extra = sorted(want - set(row)), sorted(set(row) - want)
-                raise StoreError(f"append_{table}: row {i} has missing columns {missing} "
-                                 f"and unknown columns {extra}")
+                raise StoreError(
+                    f"append_{table}: row {i} has missing columns {missing} and unknown columns {extra}"
+                )
         try:
             arrow = pa.Table.from_pylist(rows, schema=schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
@@ -291,17 +378,20 @@ class Store:
         cols = ", ".join(schema.names)
         self.con.register("_incoming", arrow)
         try:
-            self.con.execute(f"INSERT INTO {table} (run_id, {cols}) SELECT ?, {cols} FROM _incoming",
-                             [run_id])
+            self.con.execute(
+                f"INSERT INTO {table} (run_id, {cols}) SELECT ?, {cols} FROM _incoming", [run_id]
+            )
         finally:
             self.con.unregister("_incoming")
 
     # -- reading what the runner itself needs (resume) -------------------------
-    def complete_cells(self, *, experiment: str, declaration_sha256: str, chip_id: str,
-                       quick: bool) -> set[tuple[str, int, int]]:
+    def complete_cells(
+        self, *, experiment: str, declaration_sha256: str, chip_id: str, quick: bool
+    ) -> set[tuple[str, int, int]]:
         """(arm, concurrency, round) of the complete runs matching this declaration on this chip."""
         rows = self.con.execute(
             "SELECT arm, concurrency, round FROM runs WHERE status = 'complete' AND experiment = ? "
             "AND declaration_sha256 = ? AND chip_id = ? AND quick = ?",
-            [experiment, declaration_sha256, chip_id, bool(quick)]).fetchall()
+            [experiment, declaration_sha256, chip_id, bool(quick)],
+        ).fetchall()
         return {(a, int(c), int(r)) for a, c, r in rows}

@@ -2,6 +2,7 @@
 recipe leaves beside it: recipe.json, train_log.json, eval.json, config.json and the
 corpus manifest. It formats; it measures nothing.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,11 +22,15 @@ def _mb(directory: Path) -> float:
 
 def parameter_counts(directory: Path, mtp_layer: int) -> dict:
     import mlx.core as mx
+
     counts = {"main": 0, "mtp": 0, "indexer": 0}
     for f in sorted(directory.glob("*.safetensors")):
         for name, arr in mx.load(str(f)).items():
-            part = "indexer" if f.name == "indexer.safetensors" else (
-                "mtp" if name.startswith(f"model.layers.{mtp_layer}.") else "main")
+            part = (
+                "indexer"
+                if f.name == "indexer.safetensors"
+                else ("mtp" if name.startswith(f"model.layers.{mtp_layer}.") else "main")
+            )
             counts[part] += arr.size
     return counts
 
@@ -43,14 +48,31 @@ def render(directory: Path, manifest: Path = corpus.MANIFEST) -> str:
     _, heldout = corpus.split(files)
     man_sha = hashlib.sha256(manifest.read_bytes()).hexdigest()
     pc = parameter_counts(directory, cfg.get("num_hidden_layers", -1))
-    n_params = (f"{sum(pc.values()) / 1e6:.2f}M ({pc['main'] / 1e6:.2f}M main, "
-                f"{pc['mtp'] / 1e6:.2f}M MTP layer, {pc['indexer'] / 1e6:.3f}M indexer)")
+    n_params = (
+        f"{sum(pc.values()) / 1e6:.2f}M ({pc['main'] / 1e6:.2f}M main, "
+        f"{pc['mtp'] / 1e6:.2f}M MTP layer, {pc['indexer'] / 1e6:.3f}M indexer)"
+    )
     hp = ", ".join(f"{k} {v}" for k, v in tc.items())
-    model_keys = ["vocab_size", "hidden_size", "num_hidden_layers", "first_k_dense_replace",
-                  "intermediate_size", "n_routed_experts", "num_experts_per_tok", "n_shared_experts",
-                  "moe_intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-                  "partial_rotary_factor", "use_qk_norm", "num_nextn_predict_layers",
-                  "index_n_heads", "index_head_dim", "eos_token_id"]
+    model_keys = [
+        "vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "first_k_dense_replace",
+        "intermediate_size",
+        "n_routed_experts",
+        "num_experts_per_tok",
+        "n_shared_experts",
+        "moe_intermediate_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "partial_rotary_factor",
+        "use_qk_norm",
+        "num_nextn_predict_layers",
+        "index_n_heads",
+        "index_head_dim",
+        "eos_token_id",
+    ]
     lines = [
         *_header(recipe, cfg),
         "",
@@ -64,7 +86,8 @@ def render(directory: Path, manifest: Path = corpus.MANIFEST) -> str:
         "",
         "## Model",
         "",
-        "| key | value |", "| --- | --- |",
+        "| key | value |",
+        "| --- | --- |",
         *[f"| {k} | {cfg.get(k)} |" for k in model_keys],
         "",
         "## Corpus",
@@ -81,7 +104,8 @@ def render(directory: Path, manifest: Path = corpus.MANIFEST) -> str:
         f"`heldout.jsonl` holds {recipe.get('heldout_prompts', 300)} line-aligned chunks (1,000-1,600 characters) of "
         "held-out files only. Held-out files:",
         "",
-        "| file | bytes | sha256 |", "| --- | --- | --- |",
+        "| file | bytes | sha256 |",
+        "| --- | --- | --- |",
         *[f"| `{f.path}` | {f.size:,} | `{f.sha256[:16]}` |" for f in heldout],
         "",
         "## Training",
@@ -109,7 +133,8 @@ def render(directory: Path, manifest: Path = corpus.MANIFEST) -> str:
         "",
         "## Results",
         "",
-        "| measure | value |", "| --- | --- |",
+        "| measure | value |",
+        "| --- | --- |",
         f"| train loss, last 50 steps (nats/token) | {final_train:.3f} |",
         f"| train loss, {ev.get('heldout_tokens', 0) // 256} train windows of 256 | {ev.get('train_loss', float('nan')):.3f} |",
         f"| held-out next-token loss ({ev.get('heldout_tokens', 0):,} tokens) | {ev.get('heldout_loss', float('nan')):.3f} |",
@@ -140,46 +165,59 @@ def render(directory: Path, manifest: Path = corpus.MANIFEST) -> str:
 
 def _header(recipe: dict, cfg: dict) -> list[str]:
     if recipe.get("preset") == "deep":
-        return [f"# deep: a {cfg.get('num_hidden_layers')}-layer GLM-4.5-style MoE grown from tiny, with an MTP layer and an indexer",
-                "",
-                "The deep checkpoint: one MTP layer on top of "
-                f"{cfg.get('num_hidden_layers')} main layers, so the MTP layer and the second read of",
-                "the head are a small share of a drafting pass, as on the large models the posts are",
-                "about. Same tokenizer and held-out prompts as `tiny` (copied), so every workload",
-                "applies to both. Made by `runner train --preset deep` (recipe in `runner/train/`)."]
-    return ["# tiny: a small trained GLM-4.5-style MoE with an MTP layer and an indexer",
+        return [
+            f"# deep: a {cfg.get('num_hidden_layers')}-layer GLM-4.5-style MoE grown from tiny, with an MTP layer and an indexer",
             "",
-            "The checkpoint every report runs on. Made by `runner train-tiny` (recipe in",
-            "`runner/train/`); a re-run with the same interpreter, seed and manifest re-creates it."]
+            "The deep checkpoint: one MTP layer on top of "
+            f"{cfg.get('num_hidden_layers')} main layers, so the MTP layer and the second read of",
+            "the head are a small share of a drafting pass, as on the large models the posts are",
+            "about. Same tokenizer and held-out prompts as `tiny` (copied), so every workload",
+            "applies to both. Made by `runner train --preset deep` (recipe in `runner/train/`).",
+        ]
+    return [
+        "# tiny: a small trained GLM-4.5-style MoE with an MTP layer and an indexer",
+        "",
+        "The checkpoint every report runs on. Made by `runner train-tiny` (recipe in",
+        "`runner/train/`); a re-run with the same interpreter, seed and manifest re-creates it.",
+    ]
 
 
 def _recreate_lines(recipe: dict) -> list[str]:
     if recipe.get("preset") == "deep":
-        return ["- Re-create in one run: `runner train --preset deep` (grow, train, MTP "
-                "self-distillation, this evaluation); after an interruption `runner train --preset "
-                "deep --resume` continues from the last full-state checkpoint (every 20 steps).",
-                f"- Grown from `{recipe.get('grown_from')}`: tiny's dense layer 0 is kept once and "
-                "each of its three MoE layers is repeated five times in place. The first copy of "
-                "a layer is the trained layer; the others are copies whose output projections "
-                "(attention's o_proj, the experts' and shared experts' down_proj) are zero, so "
-                "each adds nothing until training moves it: the grown model computes exactly "
-                "tiny's function at step 0 (tested), with tiny's MTP layer, head and embeddings, "
-                "and training starts from tiny's loss. Then all of it trains jointly as tiny was "
-                f"trained (batches from sampler seed {recipe.get('sampler_seed')})."]
-    return ["- Re-create in one run: `runner train-tiny` (training, then MTP self-distillation from the "
-            "saved checkpoint, then this evaluation). The shipped files came from the two commands "
-            "listed here, which do the same steps with the same seeds."]
+        return [
+            "- Re-create in one run: `runner train --preset deep` (grow, train, MTP "
+            "self-distillation, this evaluation); after an interruption `runner train --preset "
+            "deep --resume` continues from the last full-state checkpoint (every 20 steps).",
+            f"- Grown from `{recipe.get('grown_from')}`: tiny's dense layer 0 is kept once and "
+            "each of its three MoE layers is repeated five times in place. The first copy of "
+            "a layer is the trained layer; the others are copies whose output projections "
+            "(attention's o_proj, the experts' and shared experts' down_proj) are zero, so "
+            "each adds nothing until training moves it: the grown model computes exactly "
+            "tiny's function at step 0 (tested), with tiny's MTP layer, head and embeddings, "
+            "and training starts from tiny's loss. Then all of it trains jointly as tiny was "
+            f"trained (batches from sampler seed {recipe.get('sampler_seed')}).",
+        ]
+    return [
+        "- Re-create in one run: `runner train-tiny` (training, then MTP self-distillation from the "
+        "saved checkpoint, then this evaluation). The shipped files came from the two commands "
+        "listed here, which do the same steps with the same seeds."
+    ]
 
 
 def _distill_lines(d: dict | None) -> list[str]:
     if not d:
         return ["- No MTP self-distillation phase (joint training alone)."]
-    return [f"- Then MTP self-distillation (`{d['command']}`): only the MTP layer trains, for "
-            f"{d['steps']} steps of batch {d['batch']} (seed {d['seed']}), on "
-            "KL(main model's softmax at t+1 || MTP's softmax from (h_t, x_(t+1))); "
-            f"KL {d['first_kl']:.3f} -> {d['last_kl']:.3f}, {d['wall_s'] / 60:.1f} min."
-            + ("" if d.get("mtp_acceptance_before") is None else
-               f" Greedy MTP acceptance before it: {100 * d['mtp_acceptance_before']:.1f}%.")]
+    return [
+        f"- Then MTP self-distillation (`{d['command']}`): only the MTP layer trains, for "
+        f"{d['steps']} steps of batch {d['batch']} (seed {d['seed']}), on "
+        "KL(main model's softmax at t+1 || MTP's softmax from (h_t, x_(t+1))); "
+        f"KL {d['first_kl']:.3f} -> {d['last_kl']:.3f}, {d['wall_s'] / 60:.1f} min."
+        + (
+            ""
+            if d.get("mtp_acceptance_before") is None
+            else f" Greedy MTP acceptance before it: {100 * d['mtp_acceptance_before']:.1f}%."
+        )
+    ]
 
 
 def write_card(directory: Path) -> None:

@@ -4,6 +4,7 @@ Reads the corpus (checked against the manifest), trains the tokenizer, writes th
 held-out prompts, trains the model with periodic checkpoints, then evaluates and writes
 the model card. Takes about an hour on a 2-core machine; never run in CI.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,25 +23,53 @@ DISTILL_STEPS = 200  # the shipped model: joint training, then 200 MTP self-dist
 
 
 def add_train_tiny_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="checkpoint directory (default: runner/models/tiny)")
+    p.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="checkpoint directory (default: runner/models/tiny)"
+    )
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the shipped recipe's)")
     p.add_argument("--batch", type=int, default=None, help="sequences per step")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--manifest", type=Path, default=None, help="corpus manifest (default: runner/train/corpus_manifest.json)")
-    p.add_argument("--rebuild-manifest", action="store_true", help="pin this interpreter's stdlib files instead of checking them")
+    p.add_argument(
+        "--manifest",
+        type=Path,
+        default=None,
+        help="corpus manifest (default: runner/train/corpus_manifest.json)",
+    )
+    p.add_argument(
+        "--rebuild-manifest",
+        action="store_true",
+        help="pin this interpreter's stdlib files instead of checking them",
+    )
     p.add_argument("--no-openblas", action="store_true", help="do not re-run under LD_PRELOAD=OpenBLAS")
-    p.add_argument("--distill-steps", type=int, default=DISTILL_STEPS,
-                   help=f"after training, self-distil the MTP layer for N steps, 0 for none (default {DISTILL_STEPS})")
-    p.add_argument("--distill-only", action="store_true",
-                   help="skip training: self-distil the MTP layer of --out, then evaluate")
-    p.add_argument("--evaluate-only", action="store_true", help="only evaluate --out and rewrite its model card")
-    p.add_argument("--eval-prompts", type=int, default=None, help="evaluate MTP acceptance on the first N prompts only")
+    p.add_argument(
+        "--distill-steps",
+        type=int,
+        default=DISTILL_STEPS,
+        help=f"after training, self-distil the MTP layer for N steps, 0 for none (default {DISTILL_STEPS})",
+    )
+    p.add_argument(
+        "--distill-only",
+        action="store_true",
+        help="skip training: self-distil the MTP layer of --out, then evaluate",
+    )
+    p.add_argument(
+        "--evaluate-only", action="store_true", help="only evaluate --out and rewrite its model card"
+    )
+    p.add_argument(
+        "--eval-prompts", type=int, default=None, help="evaluate MTP acceptance on the first N prompts only"
+    )
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", choices=("tiny", "deep"), required=True,
-                   help="tiny: re-create runner/models/tiny; deep: grow it to 16 layers and train on")
-    p.add_argument("--resume", action="store_true", help="continue an interrupted run from its last checkpoint")
+    p.add_argument(
+        "--preset",
+        choices=("tiny", "deep"),
+        required=True,
+        help="tiny: re-create runner/models/tiny; deep: grow it to 16 layers and train on",
+    )
+    p.add_argument(
+        "--resume", action="store_true", help="continue an interrupted run from its last checkpoint"
+    )
     add_train_tiny_arguments(p)
     p.set_defaults(out=None, distill_steps=None)
 
@@ -49,13 +78,17 @@ def main_train(args: argparse.Namespace) -> int:
     """`runner train --preset NAME`: one command per shipped checkpoint."""
     if args.preset == "tiny":
         if args.resume:
-            print("train: --resume is for --preset deep (tiny's recipe restarts from its saved checkpoint "
-                  "with --distill-only / --evaluate-only)", file=sys.stderr)
+            print(
+                "train: --resume is for --preset deep (tiny's recipe restarts from its saved checkpoint "
+                "with --distill-only / --evaluate-only)",
+                file=sys.stderr,
+            )
             return 2
         args.out = args.out or DEFAULT_OUT
         args.distill_steps = DISTILL_STEPS if args.distill_steps is None else args.distill_steps
         return main_train_tiny(args, verb="train")
     from . import deep
+
     args.out = args.out or deep.DEFAULT_OUT
     args.distill_steps = deep.DISTILL_STEPS if args.distill_steps is None else args.distill_steps
     return main_train_tiny(args, verb="train", prepare=deep.run)
@@ -76,6 +109,7 @@ def main_train_tiny(args: argparse.Namespace, verb: str = "train-tiny", prepare=
         blas.reexec_with_openblas(blas.argv_from(verb))
     from ..engine.checkpoint import CheckpointError
     from .corpus import CorpusError
+
     try:
         if not (args.evaluate_only or args.distill_only):
             (prepare or prepare_and_train)(args)
@@ -91,9 +125,9 @@ def main_train_tiny(args: argparse.Namespace, verb: str = "train-tiny", prepare=
 def prepare_and_train(args: argparse.Namespace) -> None:
     import mlx.core as mx
 
+    from ..engine.checkpoint import load_tokenizer
     from . import corpus, data, loop
     from .random_init import write_tokenizer
-    from ..engine.checkpoint import load_tokenizer
 
     started = time.time()
     manifest = args.manifest or corpus.MANIFEST
@@ -125,16 +159,26 @@ def prepare_and_train(args: argparse.Namespace) -> None:
     sampler = data.BatchSampler(stream, cfg.batch, cfg.context, cfg.seed)
     recipe = {
         "command": " ".join(["runner", *blas.argv_from("train-tiny")]),
-        "python": sys.version.split()[0], "mlx": mx.__version__,
-        "machine": f"{platform.machine()} {_cpu_name()}, {_cores()} cores", "blas": blas.describe(),
-        "stdlib_root": str(root), "manifest": str(manifest.name),
-        "train_files": len(train_files), "heldout_files": len(heldout_files),
-        "train_bytes": sum(f.size for f in train_files), "heldout_bytes": sum(f.size for f in heldout_files),
-        "train_tokens": int(len(stream)), "heldout_prompts": len(prompts), "vocab_size": vocab,
+        "python": sys.version.split()[0],
+        "mlx": mx.__version__,
+        "machine": f"{platform.machine()} {_cpu_name()}, {_cores()} cores",
+        "blas": blas.describe(),
+        "stdlib_root": str(root),
+        "manifest": str(manifest.name),
+        "train_files": len(train_files),
+        "heldout_files": len(heldout_files),
+        "train_bytes": sum(f.size for f in train_files),
+        "heldout_bytes": sum(f.size for f in heldout_files),
+        "train_tokens": int(len(stream)),
+        "heldout_prompts": len(prompts),
+        "vocab_size": vocab,
     }
     (out / "recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
-    print(f"train-tiny: {recipe['train_files']} train files, {recipe['train_tokens']} tokens, "
-          f"{len(prompts)} held-out prompts; {recipe['blas']}", flush=True)
+    print(
+        f"train-tiny: {recipe['train_files']} train files, {recipe['train_tokens']} tokens, "
+        f"{len(prompts)} held-out prompts; {recipe['blas']}",
+        flush=True,
+    )
     loop.train(model, config, sampler.next, cfg, out=out, log=lambda m: print(m, flush=True))
     recipe["train_wall_s"] = round(time.time() - started, 1)
     (out / "recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
@@ -143,39 +187,47 @@ def prepare_and_train(args: argparse.Namespace) -> None:
 def _distilled(args: argparse.Namespace) -> bool:
     """A resumed run whose distillation already finished does not distil twice."""
     recipe = args.out / "recipe.json"
-    return bool(getattr(args, "resume", False) and recipe.is_file()
-                and "distill" in json.loads(recipe.read_text()))
+    return bool(
+        getattr(args, "resume", False) and recipe.is_file() and "distill" in json.loads(recipe.read_text())
+    )
 
 
 def distill(args: argparse.Namespace, verb: str = "train-tiny") -> None:
     """Self-distil the MTP layer of the checkpoint in --out and save it in place."""
+    from ..engine.checkpoint import load_model, load_tokenizer, read_args, save_checkpoint
     from . import corpus, data, loop
     from .distill import distill_mtp
-    from ..engine.checkpoint import load_model, load_tokenizer, read_args, save_checkpoint
 
     started = time.time()
     out: Path = args.out
     root = corpus.stdlib_root()
     train_files, _ = corpus.split(corpus.verify(root, args.manifest or corpus.MANIFEST))
     tok = load_tokenizer(out)
-    stream = data.encode_stream(tok, [corpus.read_text(root, f) for f in train_files],
-                                tok.token_to_id(data.EOS_TOKEN))
+    stream = data.encode_stream(
+        tok, [corpus.read_text(root, f) for f in train_files], tok.token_to_id(data.EOS_TOKEN)
+    )
     model = load_model(out, read_args(out), with_mtp=True, with_indexer=True)
     cfg = loop.TrainConfig()
     loop.seed_everything(args.seed + 1)
     # Windows of context + 2 tokens; the distillation uses the first context + 1.
     sampler = data.BatchSampler(stream, args.batch or cfg.batch, cfg.context, args.seed + 1)
-    losses = distill_mtp(model, lambda: sampler.next()[:, :-1], args.distill_steps,
-                         log=lambda m: print(m, flush=True))
+    losses = distill_mtp(
+        model, lambda: sampler.next()[:, :-1], args.distill_steps, log=lambda m: print(m, flush=True)
+    )
     config = json.loads((out / "config.json").read_text())
     save_checkpoint(model, config, out)
     recipe = json.loads((out / "recipe.json").read_text())
     before = json.loads((out / "eval.json").read_text()) if (out / "eval.json").is_file() else {}
-    recipe["distill"] = {"mtp_acceptance_before": before.get("mtp_acceptance"),
-                         "steps": args.distill_steps, "batch": args.batch or cfg.batch, "seed": args.seed + 1,
-                         "first_kl": losses[0], "last_kl": losses[-1],
-                         "wall_s": round(time.time() - started, 1),
-                         "command": " ".join(["runner", *blas.argv_from(verb)])}
+    recipe["distill"] = {
+        "mtp_acceptance_before": before.get("mtp_acceptance"),
+        "steps": args.distill_steps,
+        "batch": args.batch or cfg.batch,
+        "seed": args.seed + 1,
+        "first_kl": losses[0],
+        "last_kl": losses[-1],
+        "wall_s": round(time.time() - started, 1),
+        "command": " ".join(["runner", *blas.argv_from(verb)]),
+    }
     (out / "recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
 
 
@@ -183,6 +235,7 @@ def finish(out: Path, eval_prompts: int | None) -> None:
     """Evaluate the checkpoint in `out` and write its model card."""
     from .card import write_card
     from .evaluate import evaluate
+
     results = evaluate(out, limit=eval_prompts, log=lambda m: print(m, flush=True))
     (out / "eval.json").write_text(json.dumps(results, indent=2) + "\n")
     write_card(out)

@@ -5,6 +5,7 @@ re-run trains on exactly the same bytes, and splits files deterministically into
 and held-out by a hash of their path. This file only reads text; it does not tokenize
 or train.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,7 +25,7 @@ class CorpusError(ValueError):
 
 @dataclass(frozen=True)
 class CorpusFile:
-    path: str      # relative to the stdlib root, '/'-separated
+    path: str  # relative to the stdlib root, '/'-separated
     size: int
     sha256: str
 
@@ -58,8 +59,15 @@ def write_manifest(files: list[CorpusFile], root: Path, manifest: Path = MANIFES
         "excluded_dirs": sorted(EXCLUDED_DIRS),
         "heldout_percent": HELDOUT_PERCENT,
         "total_bytes": sum(f.size for f in files),
-        "files": [{"path": f.path, "size": f.size, "sha256": f.sha256,
-                   "split": "heldout" if is_heldout(f.path) else "train"} for f in files],
+        "files": [
+            {
+                "path": f.path,
+                "size": f.size,
+                "sha256": f.sha256,
+                "split": "heldout" if is_heldout(f.path) else "train",
+            }
+            for f in files
+        ],
     }
     manifest.write_text(json.dumps(body, indent=1) + "\n")
 
@@ -90,8 +98,10 @@ def verify(root: Path, manifest: Path = MANIFEST) -> list[CorpusFile]:
     problems += [f"{p}: not in the manifest" for p in extra]
     if problems:
         shown = "; ".join(problems[:5]) + (f"; ... {len(problems) - 5} more" if len(problems) > 5 else "")
-        raise CorpusError(f"{manifest}: local stdlib at {root} does not match ({len(problems)} "
-                          f"problem(s)): {shown}. Use --rebuild-manifest to pin this interpreter's files.")
+        raise CorpusError(
+            f"{manifest}: local stdlib at {root} does not match ({len(problems)} "
+            f"problem(s)): {shown}. Use --rebuild-manifest to pin this interpreter's files."
+        )
     return pinned
 
 

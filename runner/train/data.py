@@ -6,6 +6,7 @@ loss (token t+2) has a target at every position. Held-out prompts are line-align
 chunks of held-out files only, written to and read from JSONL here. This file knows
 nothing about the model.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,23 +38,26 @@ class BatchSampler:
 
     def __init__(self, stream: np.ndarray, batch: int, context: int, seed: int):
         if len(stream) < context + 3:
-            raise ValueError(f"token stream of {len(stream)} tokens is shorter than one window ({context + 2})")
+            raise ValueError(
+                f"token stream of {len(stream)} tokens is shorter than one window ({context + 2})"
+            )
         self.stream, self.batch, self.width = stream, batch, context + 2
         self.rng = np.random.default_rng(seed)
 
     def next(self) -> np.ndarray:
         starts = self.rng.integers(0, len(self.stream) - self.width, size=self.batch)
-        return np.stack([self.stream[s:s + self.width] for s in starts])
+        return np.stack([self.stream[s : s + self.width] for s in starts])
 
 
 def windows(stream: np.ndarray, context: int) -> np.ndarray:
     """Non-overlapping (n, context + 1) windows covering the stream (for evaluation)."""
     n = (len(stream) - 1) // context
-    return np.stack([stream[i * context:i * context + context + 1] for i in range(n)])
+    return np.stack([stream[i * context : i * context + context + 1] for i in range(n)])
 
 
-def heldout_prompts(named_texts: list[tuple[str, str]], min_chars: int = 1000,
-                    max_chars: int = 1600, limit: int = 300) -> list[Prompt]:
+def heldout_prompts(
+    named_texts: list[tuple[str, str]], min_chars: int = 1000, max_chars: int = 1600, limit: int = 300
+) -> list[Prompt]:
     """Line-aligned chunks of roughly min..max characters from held-out files.
 
     Chunks are taken in file order; when there are more than `limit`, an evenly spaced

@@ -7,6 +7,7 @@ checkpoints, self-distil the MTP layer, evaluate and write the model card. The t
 and held-out prompts are tiny's, copied, so every workload applies to both models.
 `--resume` continues from the last checkpoint of an interrupted run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,10 @@ SHARED_FILES = ("tokenizer.json", "tokenizer_config.json", "heldout.jsonl")
 
 def train_config(steps: int | None, batch: int | None, seed: int):
     from .loop import TrainConfig
-    cfg = TrainConfig(steps=400, batch=16, context=256, peak_lr=1e-3, warmup=20, seed=seed,
-                      checkpoint_every=20, log_every=5)
+
+    cfg = TrainConfig(
+        steps=400, batch=16, context=256, peak_lr=1e-3, warmup=20, seed=seed, checkpoint_every=20, log_every=5
+    )
     if steps:
         cfg.steps = steps
     if batch:
@@ -46,9 +49,9 @@ def state_dir(out: Path) -> Path:
 def run(args: argparse.Namespace) -> None:
     import mlx.core as mx
 
+    from ..engine.checkpoint import CheckpointError, load_model, load_tokenizer, read_args
     from . import corpus, data, loop, resume
     from .grow import grow
-    from ..engine.checkpoint import CheckpointError, load_model, load_tokenizer, read_args
 
     out: Path = args.out
     cfg = train_config(args.steps, args.batch, args.seed)
@@ -56,18 +59,23 @@ def run(args: argparse.Namespace) -> None:
     states = state_dir(out)
     started = time.time()
     if resume.exists(states) and not args.resume:
-        raise CheckpointError(f"{states}: an interrupted run's state is there; pass --resume to continue it "
-                              f"or remove the folder to start over")
+        raise CheckpointError(
+            f"{states}: an interrupted run's state is there; pass --resume to continue it "
+            f"or remove the folder to start over"
+        )
     if args.resume and not resume.exists(states):
-        if (out / "recipe.json").is_file() and "train_wall_s" in json.loads((out / "recipe.json").read_text()):
+        if (out / "recipe.json").is_file() and "train_wall_s" in json.loads(
+            (out / "recipe.json").read_text()
+        ):
             print(f"train: {out} finished training; going on with what is left", flush=True)
             return
         print(f"train: nothing to resume in {states}; starting from the beginning", flush=True)
     tok = load_tokenizer(SOURCE)
     root = corpus.stdlib_root()
     train_files, heldout_files = corpus.split(corpus.verify(root, args.manifest or corpus.MANIFEST))
-    stream = data.encode_stream(tok, [corpus.read_text(root, f) for f in train_files],
-                                tok.token_to_id(data.EOS_TOKEN))
+    stream = data.encode_stream(
+        tok, [corpus.read_text(root, f) for f in train_files], tok.token_to_id(data.EOS_TOKEN)
+    )
     sampler = data.BatchSampler(stream, cfg.batch, cfg.context, cfg.seed + 2)
     restored = None
     if args.resume and resume.exists(states):
@@ -85,31 +93,50 @@ def run(args: argparse.Namespace) -> None:
             shutil.copyfile(SOURCE / name, out / name)
     recipe = {
         "command": " ".join(["runner", *blas.argv_from("train")]),
-        "preset": "deep", "grown_from": "runner/models/tiny", "layers": LAYERS,
-        "python": sys.version.split()[0], "mlx": mx.__version__,
-        "machine": f"{platform.machine()} {_cpu_name()}, {_cores()} cores", "blas": blas.describe(),
-        "stdlib_root": str(root), "manifest": (args.manifest or corpus.MANIFEST).name,
-        "train_files": len(train_files), "heldout_files": len(heldout_files),
-        "train_bytes": sum(f.size for f in train_files), "heldout_bytes": sum(f.size for f in heldout_files),
-        "heldout_prompts": sum(1 for line in (SOURCE / "heldout.jsonl").read_text().splitlines() if line.strip()),
-        "train_tokens": int(len(stream)), "vocab_size": config["vocab_size"], "sampler_seed": cfg.seed + 2,
+        "preset": "deep",
+        "grown_from": "runner/models/tiny",
+        "layers": LAYERS,
+        "python": sys.version.split()[0],
+        "mlx": mx.__version__,
+        "machine": f"{platform.machine()} {_cpu_name()}, {_cores()} cores",
+        "blas": blas.describe(),
+        "stdlib_root": str(root),
+        "manifest": (args.manifest or corpus.MANIFEST).name,
+        "train_files": len(train_files),
+        "heldout_files": len(heldout_files),
+        "train_bytes": sum(f.size for f in train_files),
+        "heldout_bytes": sum(f.size for f in heldout_files),
+        "heldout_prompts": sum(
+            1 for line in (SOURCE / "heldout.jsonl").read_text().splitlines() if line.strip()
+        ),
+        "train_tokens": int(len(stream)),
+        "vocab_size": config["vocab_size"],
+        "sampler_seed": cfg.seed + 2,
     }
-    print(f"train: deep ({LAYERS} layers grown from tiny), {cfg.steps} steps of {cfg.batch} x {cfg.context}; "
-          f"{recipe['blas']}", flush=True)
+    print(
+        f"train: deep ({LAYERS} layers grown from tiny), {cfg.steps} steps of {cfg.batch} x {cfg.context}; "
+        f"{recipe['blas']}",
+        flush=True,
+    )
     resumable = loop.Resumable(states, sampler.rng, meta, restored)
-    history = loop.train(model, config, sampler.next, cfg, out=out, log=lambda m: print(m, flush=True),
-                         resumable=resumable)
+    history = loop.train(
+        model, config, sampler.next, cfg, out=out, log=lambda m: print(m, flush=True), resumable=resumable
+    )
     # Across resumptions: the loop's clock carries on from the restored history.
-    recipe["train_wall_s"] = round(history[-1]["elapsed_s"] + (time.time() - started if not restored else 0), 1)
+    recipe["train_wall_s"] = round(
+        history[-1]["elapsed_s"] + (time.time() - started if not restored else 0), 1
+    )
     (out / "recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
     resume.clear(states)
 
 
 def _cpu_name() -> str:
     from .commands import _cpu_name as name
+
     return name()
 
 
 def _cores() -> int:
     from .commands import _cores as cores
+
     return cores()

@@ -7,6 +7,7 @@ the MTP's argmax equals the main model's argmax, so matching its distribution is
 direct objective. Embeddings and the shared head stay frozen (the main model is not
 changed). This file does not read the corpus or write checkpoints.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -31,16 +32,24 @@ def distill_loss(model: Model, batch: mx.array) -> mx.array:
     return (mx.exp(teacher) * (teacher - student)).sum(axis=-1).mean()
 
 
-def distill_mtp(model: Model, next_batch: Callable[[], np.ndarray], steps: int, lr: float = 1e-3,
-                log: Callable[[str], None] = print, log_every: int = 10) -> list[float]:
+def distill_mtp(
+    model: Model,
+    next_batch: Callable[[], np.ndarray],
+    steps: int,
+    lr: float = 1e-3,
+    log: Callable[[str], None] = print,
+    log_every: int = 10,
+) -> list[float]:
     """Train only `model.mtp` (its routers' biases stay fixed) for `steps` updates."""
     model.freeze()
     model.mtp.unfreeze()
     for layer in moe_layers(model):
         layer.mlp.gate.freeze(keys=["e_score_correction_bias"])
     warm = max(steps // 20, 1)
-    schedule = optim.join_schedules([optim.linear_schedule(lr / warm, lr, warm),
-                                     optim.cosine_decay(lr, max(steps - warm, 1), lr * 0.1)], [warm])
+    schedule = optim.join_schedules(
+        [optim.linear_schedule(lr / warm, lr, warm), optim.cosine_decay(lr, max(steps - warm, 1), lr * 0.1)],
+        [warm],
+    )
     optimizer = optim.AdamW(learning_rate=schedule, betas=[0.9, 0.95], weight_decay=0.0)
     loss_and_grad = nn.value_and_grad(model, distill_loss)
     losses = []

@@ -10,6 +10,7 @@ model starts at the source model's loss and its MTP layer sees the same hidden s
 Embeddings, the final norm, the head, the MTP layer and the routers' correction biases
 are copied. This file builds models; it reads and writes no files.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,8 +21,12 @@ from mlx.utils import tree_flatten, tree_unflatten
 from ..engine.model import Model
 
 # Parameters whose zeroing makes a decoder layer the identity on the residual stream.
-OUTPUT_PROJECTIONS = ("self_attn.o_proj.weight", "mlp.down_proj.weight",
-                      "mlp.experts.down_proj", "mlp.shared_experts.down_proj.weight")
+OUTPUT_PROJECTIONS = (
+    "self_attn.o_proj.weight",
+    "mlp.down_proj.weight",
+    "mlp.experts.down_proj",
+    "mlp.shared_experts.down_proj.weight",
+)
 
 
 def layer_sources(source_layers: int, dense_layers: int, target_layers: int) -> list[tuple[int, bool]]:

@@ -4,6 +4,7 @@ aux-loss-free expert balancing and periodic checkpoints.
 It trains a `Model` on batches it is handed; it does not read the corpus, evaluate, or
 decide where files go beyond the output directory it is given.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,10 +29,21 @@ from .losses import joint_loss
 from .random_init import BASE_CONFIG
 
 TINY_MODEL = dict(
-    hidden_size=128, intermediate_size=512, moe_intermediate_size=128, num_hidden_layers=4,
-    num_attention_heads=4, num_key_value_heads=2, head_dim=32, n_routed_experts=8,
-    num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1,
-    partial_rotary_factor=0.5, use_qk_norm=True, index_n_heads=2, index_head_dim=32,
+    hidden_size=128,
+    intermediate_size=512,
+    moe_intermediate_size=128,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=32,
+    n_routed_experts=8,
+    num_experts_per_tok=2,
+    n_shared_experts=1,
+    first_k_dense_replace=1,
+    partial_rotary_factor=0.5,
+    use_qk_norm=True,
+    index_n_heads=2,
+    index_head_dim=32,
     max_position_embeddings=2048,
 )
 
@@ -47,7 +59,7 @@ class TrainConfig:
     weight_decay: float = 0.05
     grad_clip: float = 1.0
     mtp_weight: float = 0.3
-    balance_rate: float = 1e-3     # e_score_correction_bias step per update (DeepSeek-V3's gamma)
+    balance_rate: float = 1e-3  # e_score_correction_bias step per update (DeepSeek-V3's gamma)
     seed: int = 0
     checkpoint_every: int = 100
     log_every: int = 10
@@ -73,7 +85,7 @@ def init_model(config: dict, seed: int) -> Model:
     H = args.hidden_size
     for layer in moe_layers(model):
         gate = layer.mlp.gate
-        gate.weight = mx.random.uniform(-H ** -0.5, H ** -0.5, gate.weight.shape)
+        gate.weight = mx.random.uniform(-(H**-0.5), H**-0.5, gate.weight.shape)
     model.freeze(keys=["e_score_correction_bias"])
     mx.eval(model.parameters())
     return model
@@ -98,8 +110,7 @@ def balance(model: Model, counts: mx.array, rate: float) -> None:
 
 
 def make_step(model: Model, optimizer: optim.Optimizer, cfg: TrainConfig, train_indexer: bool = True):
-    loss_and_grad = nn.value_and_grad(
-        model, lambda m, b: joint_loss(m, b, cfg.mtp_weight, train_indexer))
+    loss_and_grad = nn.value_and_grad(model, lambda m, b: joint_loss(m, b, cfg.mtp_weight, train_indexer))
     state = [model.state, optimizer.state]
 
     def step(batch: mx.array):
@@ -111,9 +122,15 @@ def make_step(model: Model, optimizer: optim.Optimizer, cfg: TrainConfig, train_
     return partial(mx.compile, inputs=state, outputs=state)(step) if cfg.compile else step
 
 
-def train(model: Model, config: dict, next_batch: Callable[[], np.ndarray], cfg: TrainConfig,
-          out: Optional[Path] = None, log: Callable[[str], None] = print,
-          resumable: Optional["Resumable"] = None) -> list[dict]:
+def train(
+    model: Model,
+    config: dict,
+    next_batch: Callable[[], np.ndarray],
+    cfg: TrainConfig,
+    out: Optional[Path] = None,
+    log: Callable[[str], None] = print,
+    resumable: Optional["Resumable"] = None,
+) -> list[dict]:
     """Run cfg.steps updates; every checkpoint_every steps (and at the end) write the
     checkpoint to `out` with train_log.json, so an interrupted run leaves a usable model.
     With `resumable`, also save the full training state there and, if it holds a
@@ -130,13 +147,21 @@ def train(model: Model, config: dict, next_batch: Callable[[], np.ndarray], cfg:
         total, main, mtp, index, counts, norm = step(batch)
         balance(model, counts, cfg.balance_rate)
         mx.eval(total, main, mtp, index, norm, model.parameters(), optimizer.state)
-        row = {"step": i, "loss": main.item(), "mtp_loss": mtp.item(), "indexer_kl": index.item(),
-               "grad_norm": norm.item(), "elapsed_s": round(time.time() - started, 1)}
+        row = {
+            "step": i,
+            "loss": main.item(),
+            "mtp_loss": mtp.item(),
+            "indexer_kl": index.item(),
+            "grad_norm": norm.item(),
+            "elapsed_s": round(time.time() - started, 1),
+        }
         history.append(row)
         if i % cfg.log_every == 0 or i == 1:
-            log(f"step {i}/{cfg.steps} loss {row['loss']:.4f} mtp {row['mtp_loss']:.4f} "
+            log(
+                f"step {i}/{cfg.steps} loss {row['loss']:.4f} mtp {row['mtp_loss']:.4f} "
                 f"indexer_kl {row['indexer_kl']:.4f} |g| {row['grad_norm']:.2f} "
-                f"lr {optimizer.learning_rate.item():.2e} {row['elapsed_s']:.0f}s")
+                f"lr {optimizer.learning_rate.item():.2e} {row['elapsed_s']:.0f}s"
+            )
         if i % cfg.checkpoint_every == 0 or i == cfg.steps:
             if resumable is not None:
                 resumable.save(model, config, optimizer, history)
@@ -148,20 +173,23 @@ def train(model: Model, config: dict, next_batch: Callable[[], np.ndarray], cfg:
 @dataclass
 class Resumable:
     """Where a run keeps its full state, and the state it restarts from (if any)."""
+
     state_dir: Path
-    rng: np.random.Generator          # the batch sampler's generator, saved with the state
-    meta: dict                        # what must match to resume (the recipe)
+    rng: np.random.Generator  # the batch sampler's generator, saved with the state
+    meta: dict  # what must match to resume (the recipe)
     restored: Optional[tuple] = None  # (optimizer state, history) from `resume.load`
 
     def save(self, model: Model, config: dict, optimizer: optim.Optimizer, history: list[dict]) -> None:
         from . import resume
+
         resume.save(self.state_dir, model, config, optimizer, self.rng, history, self.meta)
 
 
 def write_checkpoint(model: Model, config: dict, out: Path, cfg: TrainConfig, history: list[dict]) -> None:
     save_checkpoint(model, config, out)
-    (out / "train_log.json").write_text(json.dumps(
-        {"train_config": asdict(cfg), "steps_done": len(history), "history": history}) + "\n")
+    (out / "train_log.json").write_text(
+        json.dumps({"train_config": asdict(cfg), "steps_done": len(history), "history": history}) + "\n"
+    )
 
 
 def smoothed(history: list[dict], key: str, last: int = 50) -> float:

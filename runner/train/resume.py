@@ -8,6 +8,7 @@ sampler's random state and the loss history (`state.json`). It is written to
 one intact. A resumed run continues with the same batches and the same schedule as an
 uninterrupted one. This file knows nothing about the corpus or the model card.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,12 @@ def save(state_dir: Path, model, config: dict, optimizer, rng, history: list[dic
     # In a subfolder: the checkpoint loader reads every *.safetensors beside config.json.
     (tmp / "optimizer").mkdir()
     mx.save_safetensors(str(tmp / OPTIMIZER), dict(tree_flatten(optimizer.state)))
-    (tmp / "state.json").write_text(json.dumps(
-        {"steps_done": len(history), "rng": rng.bit_generator.state, "meta": meta, "history": history}) + "\n")
+    (tmp / "state.json").write_text(
+        json.dumps(
+            {"steps_done": len(history), "rng": rng.bit_generator.state, "meta": meta, "history": history}
+        )
+        + "\n"
+    )
     old = state_dir / f"{LATEST}.old"
     shutil.rmtree(old, ignore_errors=True)
     if final.exists():
@@ -56,9 +61,11 @@ def load(state_dir: Path, meta: dict) -> tuple:
     except (OSError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{d / 'state.json'}: cannot resume from it ({e})") from None
     if state.get("meta") != meta:
-        raise CheckpointError(f"{d / 'state.json'}: saved by another recipe ({state.get('meta')}), "
-                              f"not {meta}; remove {state_dir} to start over")
-    legacy = d / "optimizer.safetensors"   # where the first deep run's code kept it
+        raise CheckpointError(
+            f"{d / 'state.json'}: saved by another recipe ({state.get('meta')}), "
+            f"not {meta}; remove {state_dir} to start over"
+        )
+    legacy = d / "optimizer.safetensors"  # where the first deep run's code kept it
     if legacy.is_file():
         (d / "optimizer").mkdir(exist_ok=True)
         legacy.rename(d / OPTIMIZER)
