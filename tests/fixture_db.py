@@ -131,6 +131,11 @@ def token_times(requests: list[dict]) -> dict[int, list[int]]:
     return out
 
 
+def _of_round(factors: dict | None, r: int) -> dict | None:
+    """An arm's factor may be a tuple: one factor a round."""
+    return None if factors is None else {a: f[r] if isinstance(f, tuple) else f for a, f in factors.items()}
+
+
 def build_fixture(
     path: str | Path,
     *,
@@ -171,7 +176,7 @@ def build_fixture(
                             c,
                             requests_per_client,
                             passes_per_run,
-                            factors,
+                            _of_round(factors, r),
                             run_noise,
                             request_noise,
                         )

@@ -1,8 +1,7 @@
-"""The paired bootstrap: deterministic, and it tells no difference from a real one."""
+"""The intervals over rounds: deterministic, and they tell no difference from a real one."""
 
 from datetime import datetime
 
-import numpy as np
 from conftest_publish import *  # noqa: F401,F403  (fixtures)
 from conftest_publish import write_project
 from fixture_db import FixtureChip, build_fixture
@@ -43,14 +42,14 @@ def _verdicts(db, body=CLAIMS):
     return {v.stated: v for v in post.verdicts}, post
 
 
-def test_bootstrap_is_deterministic_and_pairs_arms_by_request(tmp_path):
+def test_intervals_are_deterministic_and_pair_arms_by_round(tmp_path):
     db = _db(tmp_path, 1.0)
     with Reader(db) as r:
-        runs, reqs = r.run_values("spec-fixture", False), r.request_values("spec-fixture", False)
-    a, b = Intervals("spec-fixture", runs, reqs), Intervals("spec-fixture", runs, reqs)
+        runs = r.run_values("spec-fixture", False)
+    a, b = Intervals(runs), Intervals(runs)
     chip = next(iter(runs))[0]
-    ra, rb = a.replicates("decode_tps", chip, "a", 1), b.replicates("decode_tps", chip, "a", 1)
-    assert np.array_equal(ra, rb)  # same rows, same draws
+    ra, rb = a.by_round("decode_tps", chip, "a", 1), a.by_round("decode_tps", chip, "b", 1)
+    assert sorted(ra) == sorted(rb) == [0, 1, 2]  # each round's value of each arm
     e1 = a.compare("decode_tps", chip, "b", "a", 1, "change")
     e2 = b.compare("decode_tps", chip, "b", "a", 1, "change")
     assert (e1.value, e1.lo, e1.hi) == (e2.value, e2.lo, e2.hi)
@@ -119,3 +118,27 @@ def test_the_aa_check_counts_cells_whose_interval_includes_no_change(tmp_path, c
     assert main_audit(SimpleNamespace(config_file=str(config), database=None, chip=None, aa="x-aa")) == 0
     assert "include no change; about 95%" in capsys.readouterr().out
     assert main_audit(SimpleNamespace(config_file=str(config), database=None, chip=None, aa="spec")) == 2
+
+
+def test_a_run_total_of_three_spread_rounds_carries_no_direction(tmp_path):
+    """b is 7%, 4% and 1% faster in its three rounds: the rounds' bootstrap (before the t
+    interval) gave +3.1%, 95% interval +0.8% to +5.5%, and passed "+4%" as a direction;
+    three rounds that spread cannot."""
+    db = tmp_path / "spread.duckdb"
+    build_fixture(
+        db,
+        chips=(FixtureChip("Fixture M1", 100.0),),
+        arms=("a", "b"),
+        concurrencies=(1, 2),
+        rounds=3,
+        requests_per_client=8,
+        factors={"a": 1.0, "b": (1.07, 1.04, 1.01)},
+        run_noise=0.0,
+    )
+    body = '# T\n\n{{ claim("+4%", gain("aggregate_tps", arm="b", base="a", concurrency=1)) }}\n'
+    v, _ = _verdicts(db, body)
+    verdict = v["+4%"]
+    m = verdict.measured
+    assert m.n_rounds == 3 and m.lo < 0 < m.hi, m
+    assert not verdict.ok and "the interval includes no change" in verdict.reason
+    assert f"95% interval {m.interval_text()}" in verdict.failure_message()

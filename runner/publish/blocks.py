@@ -227,11 +227,7 @@ def drafted_by_width_chart(data: PostData) -> Markup:
     series = []
     for chip in reg.chips:
         for arm in [a for a in data.arm_order if a not in absent]:
-            pts = [
-                (w, share_interval((data.experiment, chip, arm, w), *runs[(chip, arm, w)]))
-                for w in widths
-                if (chip, arm, w) in runs
-            ]
+            pts = [(w, share_interval(*runs[(chip, arm, w)])) for w in widths if (chip, arm, w) in runs]
             pct = lambda v: None if v is None else round(v * 100, 4)  # noqa: E731
             series.append(
                 charts.Series(

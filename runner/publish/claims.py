@@ -10,7 +10,7 @@ The rules, each verdict naming the one that decided it:
   (0 for a change, 1 for a ratio): otherwise "the interval includes no change".
 - "level" (also "±0%") on a gain or ratio says "no difference": it holds only when the
   interval includes no change.
-- A figure with no interval (a run-level figure measured in one round) can hold by
+- A figure with no interval (measured in one round: "1 round: no interval") can hold by
   rounding, but cannot carry a direction or "level".
 This module neither queries nor renders; it works on Measured values it is given.
 """
@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 
 from markupsafe import Markup, escape
+
+from runner.publish.intervals import no_interval_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +128,6 @@ class Verdict:
 
 
 LEVEL_WORDS = ("level", "\u00b10%", "+-0%", "+/-0%")
-NO_INTERVAL = "no interval (a run-level figure measured in one round)"
 
 
 def is_level(stated_text: str) -> bool:
@@ -149,7 +150,7 @@ def judge(
             return verdict(False, "'level' needs a comparison (gain(), ratio() or traffic_gain())")
         inc = measured.includes_no_change()
         if inc is None:
-            return verdict(False, f"{NO_INTERVAL} cannot show no difference")
+            return verdict(False, f"{no_interval_text(measured.n_rounds)} cannot show no difference")
         return verdict(
             inc,
             "level: the interval includes no change" if inc else "not level: the interval excludes no change",
@@ -169,14 +170,16 @@ def judge(
             False,
             "outside both the stated rounding and the 95% interval"
             if measured.lo is not None
-            else f"does not round to the stated value; {NO_INTERVAL}",
+            else f"does not round to the stated value; {no_interval_text(measured.n_rounds)}",
         )
     directional = {"change": stated.value != 0.0, "ratio": stated.value != 1.0}.get(measured.kind, False)
     if not directional:
         return verdict(True, reason)
     inc = measured.includes_no_change()
     if inc is None:
-        return verdict(False, f"{reason}, but a direction needs an interval: {NO_INTERVAL}")
+        return verdict(
+            False, f"{reason}, but a direction needs an interval: {no_interval_text(measured.n_rounds)}"
+        )
     if inc:
         return verdict(False, f"{reason}, but the interval includes no change")
     return verdict(True, f"{reason}; the interval excludes no change")

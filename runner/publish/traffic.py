@@ -4,9 +4,8 @@ decode speed for each arm, and names the better arm and its margin, per chip.
 
 expected(arm) = sum over c of share_c x decode_tps(arm, c), where decode_tps is the
 per-sequence decode speed of the regime table. Its 95% interval comes from the same sum
-taken in each bootstrap draw (`intervals.py`; draws are shared across arms, so a gain is
-paired). This module
-validates profiles, computes these values and renders the `traffic.html` block; it
+formed round by round (`intervals.py`; a gain is paired by round). This module validates
+profiles, computes these values and renders the `traffic.html` block; it
 never reads the database except through `queries.Reader`.
 """
 
@@ -14,12 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 from markupsafe import Markup
 
 from runner.publish import sql
 from runner.publish.claims import Measured
-from runner.publish.intervals import interval
+from runner.publish.intervals import level, paired
 from runner.publish.postdata import PostData
 from runner.publish.templating import render_block
 
@@ -74,7 +72,7 @@ class Expected:
     chip_id: str
     arm: str
     mean: float | None  # from the cells' means (what the regime table shows)
-    draws: object  # the same sum in each bootstrap draw (numpy array) or None
+    rounds: dict  # {round: the same sum over that round's values}
     n_rounds: int
 
 
@@ -89,8 +87,8 @@ def expected_speeds(data: PostData, profile: Profile, chip_id: str, view=None) -
             if all(cell is not None and cell.mean is not None for cell in cells)
             else None
         )
-        draws = view.intervals.weighted(METRIC, chip_id, arm, profile.shares) if mean is not None else None
-        out.append(Expected(chip_id, arm, mean, draws, min((c.n_rounds for c in cells if c), default=0)))
+        rounds = view.intervals.weighted(METRIC, chip_id, arm, profile.shares) if mean is not None else {}
+        out.append(Expected(chip_id, arm, mean, rounds, min((c.n_rounds for c in cells if c), default=0)))
     return out
 
 
@@ -118,7 +116,7 @@ def speed(data: PostData, profile: object, arm: str, chip: str | None, as_of: ob
     e = next(x for x in expected_speeds(data, prof, chip_id, data.view(None, cutoff=cutoff)) if x.arm == arm)
     if e.mean is None:
         return data.measured(None, None, None, 0, "value", what, METRIC, set())
-    est = interval(e.mean, e.draws, e.n_rounds)
+    est = level(e.mean, list(e.rounds.values()))
     return data.measured(
         est.value, est.lo, est.hi, est.n_rounds, "value", what, METRIC, _cells(chip_id, (arm,), prof)
     )
@@ -128,7 +126,7 @@ def gain(
     data: PostData, profile: object, arm: str, base: str | None, chip: str | None, as_of: object = None
 ) -> Measured:
     """arm's expected speed over base's, minus 1, under the profile; its interval from the
-    same ratio taken draw by draw (paired, as `gain()` is for one concurrency)."""
+    rounds' own ratios (paired, as `gain()` is for one concurrency)."""
     base = data.base if base is None else base
     prof, chip_id, cutoff = _profile(data, profile), data.chip_for(chip), data.cutoff(as_of)
     what = (
@@ -141,11 +139,7 @@ def gain(
     on, off = by_arm[arm], by_arm[base]
     if on.mean is None or not off.mean:
         return data.measured(None, None, None, 0, "change", what, METRIC, set())
-    reps = None
-    if on.draws is not None and off.draws is not None:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            reps = np.where(off.draws != 0, on.draws / off.draws, np.nan) - 1
-    est = interval(on.mean / off.mean - 1, reps, min(on.n_rounds, off.n_rounds))
+    est = paired(on.mean / off.mean, on.rounds, off.rounds, "change")
     return data.measured(
         est.value, est.lo, est.hi, est.n_rounds, "change", what, METRIC, _cells(chip_id, (arm, base), prof)
     )
@@ -166,7 +160,7 @@ def _ranked(speeds: list[Expected]) -> list[Expected]:
 
 
 def _row(e: Expected, base: Expected | None, best: Expected, runner_up: Expected | None) -> dict:
-    est = interval(e.mean, e.draws, e.n_rounds) if e.mean is not None else None
+    est = level(e.mean, list(e.rounds.values())) if e.mean is not None else None
     vs_base = (e.mean / base.mean - 1) if base and base.mean and e.mean is not None else None
     margin = (e.mean / runner_up.mean - 1) if e is best and runner_up and runner_up.mean else None
     return {

@@ -58,9 +58,7 @@ class View:
     ):
         self.experiment, self.quick, self.as_of, self.label = experiment, quick, as_of, label
         self.runs = reader.run_values(experiment, quick, as_of, label)
-        self.intervals = Intervals(
-            experiment, self.runs, reader.request_values(experiment, quick, as_of, label)
-        )
+        self.intervals = Intervals(self.runs)
         self.cells = CellMap(self.intervals, self.runs)
         self.measured = {(c, a, k) for (c, a, k, _) in self.runs}
         self.chip_ids = tuple(sorted({c for (c, _, _, _) in self.runs}))
