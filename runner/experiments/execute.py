@@ -1,7 +1,8 @@
 """Running an experiment's cells on each arm's runtime and handing their raw rows to the store.
 
 Cells are arm x concurrency x round, ordered round -> concurrency -> arm so that the
-arms interleave (A B A B) and machine drift hits them alike. With `arrivals = "closed"`
+arms interleave and machine drift hits them alike, in counterbalanced order (A B, then
+B A: `plan_cells`). With `arrivals = "closed"`
 (the default) a cell at concurrency c is c closed-loop clients: each sends its next
 prompt when its last request finishes, taking client c's i-th prompt from the workload's
 unbounded seeded stream (request_id = i * width + c, see workload.py). Cells are sized by time: a client keeps sending while it
@@ -57,7 +58,16 @@ class Cell:
 
 
 def plan_cells(exp: Experiment) -> list[Cell]:
-    return [Cell(arm, c, r) for r in range(exp.rounds) for c in sorted(exp.concurrency) for arm in exp.arms]
+    """Round -> concurrency -> arm, the arms rotated by one at each step of round and of
+    concurrency (A B, B A, ...): an arm's place in the pair is not always the same, so a
+    position effect becomes spread the intervals carry, not a bias."""
+    arms, concurrency = list(exp.arms), sorted(exp.concurrency)
+    cells = []
+    for r in range(exp.rounds):
+        for i, c in enumerate(concurrency):
+            turn = (r + i) % len(arms)
+            cells += [Cell(arm, c, r) for arm in arms[turn:] + arms[:turn]]
+    return cells
 
 
 def run_cell(
