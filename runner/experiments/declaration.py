@@ -69,6 +69,7 @@ class Workload:
     script: tuple[ScriptEntry, ...] = ()
     slo_ttft_ms: float | None = None  # the declared service-level objective, stored per run
     slo_tpot_ms: float | None = None
+    aa: bool = False  # the base arm's copy (ARM-aa) measured in every round like any arm
 
     @property
     def max_context(self) -> int:
@@ -153,6 +154,11 @@ class Experiment:
             arms={arm: dict(self.arms[arm]), copy: dict(self.arms[arm])},
         )
 
+    @property
+    def aa_copy(self) -> str | None:
+        """The base (first) arm's copy that `[workload] aa = true` adds; None without it."""
+        return next(iter(self.arms)) + AA_SUFFIX if self.workload.aa and self.arms else None
+
     def to_toml(self) -> str:
         lines = [
             f"title = {_toml(self.title)}",
@@ -164,6 +170,8 @@ class Experiment:
         ] + _workload_toml(self.workload)
         lines += ["", "[engine]"] + [f"{k} = {_toml(v)}" for k, v in self.engine.items()]
         for arm, knobs in self.arms.items():
+            if self.workload.aa and arm == self.aa_copy:
+                continue  # `aa = true` adds it again
             lines += ["", f"[arms.{_toml(arm)}]"] + [f"{k} = {_toml(v)}" for k, v in knobs.items()]
         return "\n".join(lines) + "\n"
 
@@ -179,6 +187,8 @@ def _workload_toml(w: Workload) -> list[str]:
     lines = ["[workload]"] + [
         f"{k} = {_toml(list(v) if isinstance(v, tuple) else v)}" for k in keys for v in [getattr(w, k)]
     ]
+    if w.aa:
+        lines.append("aa = true")
     lines.append(
         "arrivals = "
         + (f'{{ process = "poisson", rate = {w.rate!r} }}' if w.arrivals == "poisson" else _toml(w.arrivals))
@@ -245,4 +255,10 @@ def parse(data: bytes, source: str, name: str) -> Experiment:
         raise DeclarationError([DeclarationIssue(source, key, reason) for key, reason in problems])
     w = values["workload"]
     values["workload"] = Workload(**{**w, "script": tuple(ScriptEntry(**e) for e in w["script"])})
+    if values["workload"].aa and values["arms"]:
+        base = next(iter(values["arms"]))
+        if base + AA_SUFFIX in values["arms"]:
+            issue = f"adds arm {base + AA_SUFFIX!r} (the base arm's copy), which the declaration already has"
+            raise DeclarationError([DeclarationIssue(source, "workload.aa", issue)])
+        values["arms"] = {**values["arms"], base + AA_SUFFIX: dict(values["arms"][base])}
     return Experiment(name=name, source=source, sha256=sha, **values)

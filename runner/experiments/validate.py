@@ -73,6 +73,7 @@ class _Checker:
             ),
             "str": isinstance(v, str) and v.strip() != "",
             "table": isinstance(v, dict),
+            "bool": isinstance(v, bool),
         }[kind]
         if not ok:
             want = {
@@ -80,6 +81,7 @@ class _Checker:
                 "number": "a finite number",
                 "str": "a non-empty string",
                 "table": "a table",
+                "bool": "true or false",
             }[kind]
             self.bad(prefix + key, f"expected {want}, got {v!r}")
             return None

@@ -34,6 +34,7 @@ WORKLOAD_KEYS = (
     "arrivals",
     "script",
     "slo",
+    "aa",
 )
 ARRIVALS = ("closed", "poisson", "script")
 POISSON_KEYS = ("process", "rate")
@@ -65,6 +66,7 @@ def check_workload(c, table: dict | None, concurrency: list[int] | None) -> dict
         "prompts": c.value(table, "prompts", p, "str"),
         "temperature": c.value(table, "temperature", p, "number", default=0.0, minimum=0),
         "shared_prefix_tokens": c.value(table, "shared_prefix_tokens", p, "int", default=0, minimum=0),
+        "aa": c.value(table, "aa", p, "bool", default=False),
         "min_cell_seconds": c.value(
             table,
             "min_cell_seconds",
