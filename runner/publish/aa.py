@@ -6,7 +6,10 @@ intervals are too narrow for this machine's noise.
 
 A repetition is one complete pass over the cells (each `runner run NAME --aa ARM
 --remeasure` adds one): repetition k is the data as of the start of repetition k + 1,
-read through the same views (`views.py`) and the same paired bootstrap the posts use.
+read through the same views (`views.py`) and the same intervals the posts use.
+With `[workload] aa = true` the copy is an arm of the experiment itself: `coverage` is
+then what a post's provenance shows per chip and metric, and a metric below COVERAGE_FLOOR
+on a chip asks its directional claims there to clear the largest A/A change (`margin`).
 This module reads through `queries.Reader` and formats text; it writes nothing.
 """
 
@@ -20,6 +23,34 @@ from runner.publish.metrics import METRICS
 from runner.publish.views import ViewCache
 
 COPY_SUFFIX = "-aa"
+COVERAGE_FLOOR = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """One metric's A/A cells on one chip: how many include no change, and the largest change."""
+
+    metric: str
+    covered: int
+    cells: int
+    largest: float
+
+    @property
+    def low(self) -> bool:
+        return self.covered < COVERAGE_FLOOR * self.cells
+
+    @property
+    def margin(self) -> float:
+        """What a directional claim's interval must clear on this chip (0: nothing more)."""
+        return abs(self.largest) if self.low else 0.0
+
+    def text(self) -> str:
+        line = f"{self.metric} {self.covered} of {self.cells} cells include no change"
+        if self.low:
+            line += (
+                f" (below {COVERAGE_FLOOR:.0%}: a direction needs more than \u00b1{abs(self.largest):.1%})"
+            )
+        return line
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +68,34 @@ class Cell:
         return self.lo <= 0.0 <= self.hi
 
 
-def aa_cells(reader: queries.Reader, experiment: str) -> tuple[str, list[Cell]]:
+def copied_arm(reader: queries.Reader, experiment: str, quick: bool = False) -> str | None:
+    """The arm whose copy the experiment measured, if any."""
+    arms = sorted({a for _, a, _ in reader.layout(experiment, quick)})
+    return next((a for a in arms if f"{a}{COPY_SUFFIX}" in arms), None)
+
+
+def coverage(reader: queries.Reader, experiment: str, quick: bool = False) -> dict[str, list[Coverage]]:
+    """chip_id -> each metric's A/A coverage on it ({} without a copied arm)."""
+    if copied_arm(reader, experiment, quick) is None:
+        return {}
+    _, cells = aa_cells(reader, experiment, quick)
+    out: dict[str, list[Coverage]] = {}
+    for chip in sorted({c.chip for c in cells}):
+        for metric in METRICS:
+            mine = [c for c in cells if (c.chip, c.metric) == (chip, metric)]
+            if mine:
+                worst = max(mine, key=lambda c: abs(c.change))
+                out.setdefault(chip, []).append(
+                    Coverage(metric, sum(c.covers for c in mine), len(mine), worst.change)
+                )
+    return out
+
+
+def aa_cells(reader: queries.Reader, experiment: str, quick: bool = False) -> tuple[str, list[Cell]]:
     """The arm measured against its copy, and every (repetition, chip, concurrency,
     metric) cell with an interval."""
-    arms = sorted({a for _, a, _ in reader.layout(experiment, False)})
-    base = next((a for a in arms if f"{a}{COPY_SUFFIX}" in arms), None)
+    arms = sorted({a for _, a, _ in reader.layout(experiment, quick)})
+    base = copied_arm(reader, experiment, quick)
     if base is None:
         raise queries.QueryError(
             f"experiment {experiment!r} has no arm with its {COPY_SUFFIX} copy "
@@ -52,7 +106,7 @@ def aa_cells(reader: queries.Reader, experiment: str) -> tuple[str, list[Cell]]:
     views = ViewCache(reader)
     cells = []
     for k, as_of in enumerate(cutoffs):
-        view = views.get(experiment, False, as_of)
+        view = views.get(experiment, quick, as_of)
         for chip in view.chip_ids:
             for conc in sorted({c for (ch, _, c, _) in view.runs if ch == chip}):
                 for metric in METRICS:

@@ -8,6 +8,8 @@ The rules, each verdict naming the one that decided it:
 - A directional claim (a change such as "+25%" or "-27%" from gain() or traffic_gain(), a
   ratio such as "1.3x" other than "1.0x") also needs its interval to exclude no change
   (0 for a change, 1 for a ratio): otherwise "the interval includes no change".
+- On a metric whose A/A coverage on the chip is below 80% (`aa.py`), a direction needs
+  the interval to clear the largest A/A change too (`Measured.margin`).
 - "level" (also "±0%") on a gain or ratio says "no difference": it holds only when the
   interval includes no change.
 - A figure with no interval (measured in one round: "1 round: no interval") can hold by
@@ -38,6 +40,7 @@ class Measured:
     what: str  # human description, e.g. "decode_tps on vs off at concurrency 1 on M1"
     decimals: int = 1
     unit: str = ""
+    margin: float = 0.0  # how far past no change a direction's interval must lie (the A/A's)
 
     def text(self) -> str:
         if self.value is None:
@@ -65,6 +68,14 @@ class Measured:
         if point is None or self.lo is None or self.hi is None:
             return None
         return self.lo <= point <= self.hi
+
+    def clears_margin(self) -> bool:
+        """Whether the interval lies wholly beyond no change +- margin (a ratio's margin is
+        relative: 1 +- margin)."""
+        point = self.no_change()
+        if point is None or self.lo is None or self.hi is None:
+            return False
+        return self.lo > point + self.margin or self.hi < point - self.margin
 
     def __str__(self) -> str:
         return self.text()
@@ -182,6 +193,12 @@ def judge(
         )
     if inc:
         return verdict(False, f"{reason}, but the interval includes no change")
+    if measured.margin and not measured.clears_margin():
+        return verdict(
+            False,
+            f"{reason}, but the interval does not clear the A/A margin \u00b1{measured.margin:.1%} "
+            "(this metric's A/A coverage on this chip is below 80%)",
+        )
     return verdict(True, f"{reason}; the interval excludes no change")
 
 

@@ -228,6 +228,8 @@ def render_post(
                         facts=reader.provenance(e, q),
                         load=reader.load_by_chip(e, q),
                         labels=datas[e].chip_names,
+                        aa=datas[e].aa_coverage(),
+                        aa_arm=datas[e].aa_arm,
                         downloads=[
                             (n, h)
                             for n, h in links

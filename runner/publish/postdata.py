@@ -17,6 +17,7 @@ from datetime import datetime, time, timedelta
 
 from markupsafe import Markup
 
+from runner.publish import aa
 from runner.publish.claims import Measured, Verdict, claim_link, judge
 from runner.publish.home import Judging, match_chip
 from runner.publish.metrics import METRICS, PER_PASS, unknown_metric_message
@@ -119,7 +120,9 @@ class PostData:
         arms = [a for a in declared_arms if a in self.regimes.arms] + sorted(
             a for a in self.regimes.arms if a not in declared_arms
         )
-        self.arm_order = tuple(arms)
+        self.aa_arm = aa.copied_arm(self.reader, experiment, quick)  # its copy is the provenance's
+        self.arm_order = tuple(a for a in arms if self.aa_arm is None or a != self.aa_arm + aa.COPY_SUFFIX)
+        self._aa: dict | None = None
         self.base = base if base is not None else (arms[0] if arms else "")
         self.model = experiment  # the declaration's model, when post.py knows it
         self.runtimes = self.reader.arm_runtimes(experiment, quick)  # arm -> (runtime, has passes)
@@ -188,9 +191,23 @@ class PostData:
 
     def measured(self, value, lo, hi, n, kind, what, metric, cells) -> Measured:
         spec = METRICS.get(metric)
-        m = Measured(value, lo, hi, n, kind, what, spec.decimals if spec else 1, spec.unit if spec else "")
+        margin = self.aa_margin(metric, {c[0] for c in cells}) if kind in ("change", "ratio") else 0.0
+        m = Measured(
+            value, lo, hi, n, kind, what, spec.decimals if spec else 1, spec.unit if spec else "", margin
+        )
         self._cells_of[id(m)] = {(self.experiment, *c) for c in cells}
         return m
+
+    def aa_margin(self, metric: str, chips: set) -> float:
+        """The largest A/A margin of the metric on these chips (0 without an A/A arm)."""
+        cov = self.aa_coverage()
+        return max((c.margin for chip in chips for c in cov.get(chip, []) if c.metric == metric), default=0.0)
+
+    def aa_coverage(self) -> dict:
+        """chip_id -> [aa.Coverage] of every metric ({} without an A/A arm)."""
+        if self._aa is None:
+            self._aa = aa.coverage(self.reader, self.experiment, self.quick) if self.aa_arm else {}
+        return self._aa
 
     def missing_reason(self, metric: str, *arms: str) -> str | None:
         """Why a metric has no value for these arms when their runtime records none of it."""

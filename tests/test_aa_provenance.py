@@ -1,0 +1,50 @@
+"""An experiment with its A/A arm (`[workload] aa = true`): the provenance shows each
+metric's A/A coverage per chip, the copy stays out of the tables, and a metric whose A/A
+coverage is below 80% asks a direction to clear the largest A/A change."""
+
+from __future__ import annotations
+
+from conftest_publish import *  # noqa: F401,F403  (fixtures)
+from fixture_db import FixtureChip, build_fixture
+
+from runner.publish.post import render_post
+
+BODY = (
+    '# T\n\n{{ regime_table(["decode_tps"]) }}\n'
+    '{{ claim("+10%", gain("decode_tps", arm="b", base="a", concurrency=1)) }}\n'
+)
+
+
+def _post(tmp_path, copy_factor: float):
+    db = tmp_path / "aa.duckdb"
+    build_fixture(
+        db,
+        chips=(FixtureChip("Fixture M1", 100.0),),
+        arms=("a", "b", "a-aa"),
+        concurrencies=(1, 2),
+        rounds=3,
+        requests_per_client=6,
+        factors={"a": 1.0, "b": 1.1, "a-aa": copy_factor},
+        run_noise=0.002,
+    )
+    post = render_post(
+        BODY, {"experiment": "spec-fixture", "date": "2026-11-20"}, key="blog/posts/aa.md", db_path=db
+    )
+    return post, "".join(post.blocks.values())
+
+
+def test_the_provenance_shows_the_aa_coverage_and_the_copy_is_no_table_row(tmp_path):
+    post, html = _post(tmp_path, 1.0)
+    assert "A/A on Fixture M1 (<code>a-aa</code> against <code>a</code>" in html
+    assert "decode_tps 2 of 2 cells include no change" in html  # one repetition, two concurrencies
+    assert '"bothrows-aa-low">decode_tps' not in html
+    assert ">a-aa<" not in html.split("bothrows-provenance")[0]  # the tables show a and b only
+    (v,) = post.verdicts
+    assert v.ok and "excludes no change" in v.reason
+
+
+def test_a_metric_whose_aa_misses_needs_a_direction_past_the_aa_margin(tmp_path):
+    post, html = _post(tmp_path, 1.15)  # the copy runs 15% faster than its original
+    assert '<strong class="bothrows-aa-low">decode_tps 0 of 2 cells include no change' in html
+    (v,) = post.verdicts
+    assert not v.ok and "does not clear the A/A margin \u00b115" in v.reason, v.reason
