@@ -6,7 +6,8 @@ from conftest_publish import *  # noqa: F401,F403  (fixtures)
 from conftest_publish import write_project
 from fixture_db import FixtureChip, build_fixture
 
-from runner.publish.intervals import Intervals
+from runner.publish.commands import rounds_plan
+from runner.publish.intervals import Intervals, rounds_for_half_width
 from runner.publish.post import render_post
 from runner.publish.queries import Reader
 
@@ -138,7 +139,29 @@ def test_a_run_total_of_three_spread_rounds_carries_no_direction(tmp_path):
     body = '# T\n\n{{ claim("+4%", gain("aggregate_tps", arm="b", base="a", concurrency=1)) }}\n'
     v, _ = _verdicts(db, body)
     verdict = v["+4%"]
+    assert rounds_plan(verdict).startswith("fails: 5 rounds instead of 3 would halve the interval's width")
     m = verdict.measured
     assert m.n_rounds == 3 and m.lo < 0 < m.hi, m
     assert not verdict.ok and "the interval includes no change" in verdict.reason
     assert f"95% interval {m.interval_text()}" in verdict.failure_message()
+
+
+def test_the_rounds_that_halve_an_interval_and_the_audit_prints_them(tmp_path, capsys):
+    """t(0.975, R - 1) / sqrt(R) halves from 2 rounds to 3, 3 to 5, 5 to 13; the audit
+    prints the figure under a claim that fails, not under one that holds comfortably."""
+    from types import SimpleNamespace
+
+    from runner.publish.commands import main_audit
+
+    assert [rounds_for_half_width(n) for n in (1, 2, 3, 5)] == [None, 3, 5, 13]
+    db = _db(tmp_path, 1.3)
+    post = (
+        "---\ndate: 2026-11-20\nexperiment: spec-fixture\n---\n# T\n\n"
+        '{{ claim("+30%", gain("decode_tps", arm="b", base="a", concurrency=2)) }}\n'
+        '{{ claim("level", gain("decode_tps", arm="b", base="a", concurrency=2)) }}\n'
+    )
+    config = write_project(tmp_path, db, {"p.md": post})
+    main_audit(SimpleNamespace(config_file=str(config), database=None, chip=None, aa=None))
+    out = capsys.readouterr().out
+    assert out.count("rounds instead of 3 would halve") == 1, out  # under the failing "level" only
+    assert "fails: 5 rounds instead of 3" in out

@@ -22,6 +22,7 @@ from mkdocs.utils.meta import get_data
 
 from runner.publish import queries
 from runner.publish.across import plain
+from runner.publish.intervals import rounds_for_half_width
 from runner.publish.plugin import database_of, line_offset
 from runner.publish.post import experiments_of, is_data_post, render_post
 from runner.store.store import StoreError
@@ -120,6 +121,30 @@ def _database(cfg, args) -> Path:
     return Path(args.database) if args.database else database_of(cfg)
 
 
+NARROW = 0.25  # a bound nearer no change than this share of the width holds narrowly
+
+
+def rounds_plan(v) -> str:
+    """For a claim that fails or holds narrowly: the rounds that would halve its interval's
+    width, from the measured spread ("" for the others and for a figure without interval)."""
+    m = v.measured
+    if m.lo is None or m.hi is None or m.hi <= m.lo:
+        return ""
+    point = m.no_change()
+    narrow = point is not None and min(abs(m.lo - point), abs(m.hi - point)) < NARROW * (m.hi - m.lo)
+    if v.ok and not narrow:
+        return ""
+    rounds = rounds_for_half_width(m.n_rounds)
+    why = "fails" if not v.ok else "holds narrowly"
+    if rounds is None:
+        return f"{why}; no round count up to 1000 halves the interval of {m.n_rounds} rounds"
+    return (
+        f"{why}: {rounds} rounds instead of {m.n_rounds} would halve the interval's width "
+        f"({m.format(m.hi - m.lo) if m.kind != 'change' else f'{(m.hi - m.lo) * 100:.1f} points'} now), "
+        "the rounds' spread taken as measured"
+    )
+
+
 def main_audit(args) -> int:
     try:
         cfg = _config(args)
@@ -168,6 +193,9 @@ def main_audit(args) -> int:
                 f"95% [{v.measured.interval_text() or 'none'}]  "
                 f"{'ok  ' if v.ok else 'FAIL'}  {v.reason}"
             )
+            plan = rounds_plan(v)
+            if plan:
+                print(f"      {plan}")
             for col in post.columns:
                 other = col.verdicts.get(v.number)
                 print(

@@ -65,6 +65,15 @@ def t975(df: int) -> float:
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
+def rounds_for_half_width(n_rounds: int, most: int = 1000) -> int | None:
+    """The rounds whose interval would be half as wide as this one of `n_rounds`, the
+    rounds' spread taken as measured (width ~ t(0.975, R - 1) / sqrt(R)): a planning figure."""
+    if n_rounds < MIN_ROUNDS:
+        return None
+    goal = t975(n_rounds - 1) / math.sqrt(n_rounds) / 2
+    return next((r for r in range(n_rounds + 1, most) if t975(r - 1) / math.sqrt(r) <= goal), None)
+
+
 def _half(values: np.ndarray) -> np.ndarray:
     r = values.shape[-1]
     return t975(r - 1) * values.std(axis=-1, ddof=1) / math.sqrt(r)
