@@ -196,7 +196,7 @@ def chart(data: PostData, metric: str, x: str = "concurrency", requests: str | N
         figure=charts.figure_json(fig),
         caption=f"{spec.label}{'' if requests is None else f' of the {requests} requests'} "
         "by concurrency, one panel per chip; bars show the 95% interval "
-        "(paired bootstrap over rounds and requests)",
+        "(a t interval over the rounds)",
         sql_href=sql_href,
     )
     return data.token(html, "")

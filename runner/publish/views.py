@@ -1,8 +1,8 @@
 """One experiment's data as of a moment: its cells with their 95% intervals.
 
-A `View` is what a page block or a claim reads: the per-run and per-request values the
+A `View` is what a page block or a claim reads: the per-run values the
 query layer returns for complete runs started before `as_of` (None: all of them), the
-bootstrap over them (`intervals.py`), and a lazy mapping (chip, arm, concurrency, metric)
+intervals over their rounds (`intervals.py`), and a lazy mapping (chip, arm, concurrency, metric)
 -> CellStat that computes each cell's interval the first time it is asked for. Views are
 cached per (experiment, quickness, as_of, request label) for one post, since a post is rendered several
 times (once per chip in the claims-on-every-chip table) over the same data.
