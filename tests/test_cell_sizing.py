@@ -178,8 +178,8 @@ def test_aa_measures_an_arm_against_its_identical_copy_under_name_aa(measured, t
     assert [r[:3] for r in runs] == [
         ("sizing-aa", "on", 1),
         ("sizing-aa", "on-aa", 1),
+        ("sizing-aa", "on-aa", 2),  # counterbalanced: B A at the next concurrency
         ("sizing-aa", "on", 2),
-        ("sizing-aa", "on-aa", 2),
     ]
     assert len({r[3] for r in runs}) == 1 and json.loads(runs[0][3])["mtp"] is True
     assert {r[4] for r in runs} == {"complete"}

@@ -77,13 +77,13 @@ def test_every_cell_is_a_complete_run_in_interleaved_order(setup):
         "SELECT arm, concurrency, round, status, quick, declaration_sha256, knobs, seed "
         "FROM runs ORDER BY started_at",
     )
-    assert [r[:3] for r in runs] == [
+    assert [r[:3] for r in runs] == [  # counterbalanced: A B, then B A
         ("off", 1, 0),
         ("on", 1, 0),
-        ("off", 2, 0),
         ("on", 2, 0),
-        ("off", 1, 1),
+        ("off", 2, 0),
         ("on", 1, 1),
+        ("off", 1, 1),
         ("off", 2, 1),
         ("on", 2, 1),
     ]
@@ -176,7 +176,7 @@ def test_resume_after_interruption_runs_only_missing_cells(tmp_path):
     assert query(db, "SELECT arm, concurrency, status FROM runs ORDER BY started_at") == [
         ("off", 1, "complete"),
         ("on", 1, "complete"),
-        ("off", 2, "failed"),
+        ("on", 2, "failed"),  # counterbalanced: at concurrency 2, on goes first
     ]
     with Store.open(db) as st:  # what a SIGKILLed process leaves behind: a 'running' row
         chip_id = query_chip(st)
