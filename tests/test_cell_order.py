@@ -7,7 +7,7 @@ import itertools
 from pathlib import Path
 
 from runner.experiments.declaration import load
-from runner.experiments.execute import plan_cells  # noqa: I001  (execute before declaration)
+from runner.experiments.execute import plan_cells
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "reports" / "experiments" / "example.toml"
 
