@@ -17,9 +17,12 @@
   (measured per other row; clients that start together prefill together, so it is small).
   Decode per sequence is the tokens a row commits per pass, 1 + s x acceptance, over the
   predicted pass time.
-- Intervals: DRAWS resamples of the runs, with replacement within each concurrency,
-  seeded by sha256 of (key, chip, concurrency): arms of one chip draw the same rounds, so
-  gains and crossovers are paired draw by draw, as in `intervals.py`.
+- Intervals: DRAWS resamples, as in `intervals.py` (rounds, then requests inside them):
+  the runs with replacement within each concurrency, then inside each drawn run its
+  passes in BLOCKS stretches with replacement (stretches keep neighbouring passes,
+  which share a context length, together). Seeded by sha256 of (key, chip,
+  concurrency): arms of one chip draw the same rounds, so gains and crossovers are
+  paired draw by draw.
 This module computes; the query layer hands it `queries.RunPasses` and `ArmPolicy`.
 """
 
@@ -35,6 +38,7 @@ from runner.publish.intervals import DRAWS, LEVEL, _seed
 TERMS = ("pass", "row", "query_token", "drafted_row", "drafting_pass")
 MAX_WIDTH = 16  # predictions reach this far; beyond the measured ceiling they are extrapolated
 MIN_ROWS = 30  # decode rows at a width before its measured draft share is used
+BLOCKS = 8  # stretches of consecutive passes a run is cut into for resampling inside it
 
 
 def design(width, query_tokens, drafted) -> np.ndarray:
@@ -45,36 +49,40 @@ def design(width, query_tokens, drafted) -> np.ndarray:
 
 @dataclass(frozen=True, slots=True)
 class Stats:
-    """Sufficient statistics of runs, stacked (one entry a run), so a resample is a
-    weighted sum: X'X and X'y of the fit, decode rows and drafted rows by width, and the
-    run totals of drafted, accepted, prefill and emitted tokens."""
+    """Sufficient statistics of runs cut into BLOCKS stretches of consecutive passes,
+    stacked (one entry a block), so a resample is a weighted sum: X'X and X'y of the fit,
+    decode rows and drafted rows by width, and the drafted, accepted and decode-interval
+    prefill totals (the run's, on its first block)."""
 
-    concurrency: np.ndarray  # (R,)
-    round: np.ndarray  # (R,)
-    xtx: np.ndarray  # (R, T, T)
-    xty: np.ndarray  # (R, T)
-    rows_by_width: np.ndarray  # (R, MAX_WIDTH + 1)
-    drafted_by_width: np.ndarray  # (R, MAX_WIDTH + 1)
-    totals: np.ndarray  # (R, 4): drafted, accepted, prefill in decode intervals, other-row passes
+    concurrency: np.ndarray  # (N,) of the block's run
+    round: np.ndarray  # (N,)
+    xtx: np.ndarray  # (N, T, T)
+    xty: np.ndarray  # (N, T)
+    rows_by_width: np.ndarray  # (N, MAX_WIDTH + 1)
+    drafted_by_width: np.ndarray  # (N, MAX_WIDTH + 1)
+    totals: np.ndarray  # (N, 4): drafted, accepted, prefill in decode intervals, other-row passes
 
 
 def run_stats(runs, loads: dict) -> Stats:
     """loads: (concurrency, round) -> queries.DecodeLoad of the same run."""
-    xtx, xty, rows, drafted, totals = [], [], [], [], []
+    keys, xtx, xty, rows, drafted, totals = [], [], [], [], [], []
     for r in runs:
-        x = design(r.width, r.prefill_tokens + r.decode_tokens, r.drafted)
-        xtx.append(x.T @ x)
-        xty.append(x.T @ r.duration_ns)
-        w = np.clip(r.width.astype(int), 0, MAX_WIDTH)
-        rows.append(np.bincount(w, weights=r.decode_tokens - r.drafted, minlength=MAX_WIDTH + 1))
-        drafted.append(np.bincount(w, weights=r.drafted, minlength=MAX_WIDTH + 1))
         load = loads.get((r.concurrency, r.round))
         others = 0.0 if load is None else load.decode_passes * max(r.concurrency - 1, 0)
-        totals.append([r.drafted.sum(), r.accepted.sum(), load.prefill_tokens if others else 0.0, others])
+        for b, part in enumerate(np.array_split(np.arange(len(r.width)), BLOCKS)):
+            x = design(r.width[part], r.prefill_tokens[part] + r.decode_tokens[part], r.drafted[part])
+            keys.append((r.concurrency, r.round))
+            xtx.append(x.T @ x)
+            xty.append(x.T @ r.duration_ns[part])
+            w = np.clip(r.width[part].astype(int), 0, MAX_WIDTH)
+            rows.append(np.bincount(w, weights=(r.decode_tokens - r.drafted)[part], minlength=MAX_WIDTH + 1))
+            drafted.append(np.bincount(w, weights=r.drafted[part], minlength=MAX_WIDTH + 1))
+            pre = load.prefill_tokens if others and b == 0 else 0.0
+            totals.append([r.drafted[part].sum(), r.accepted[part].sum(), pre, others if b == 0 else 0.0])
     n = len(TERMS)
     return Stats(
-        np.array([r.concurrency for r in runs], dtype=int),
-        np.array([r.round for r in runs], dtype=int),
+        np.array([k[0] for k in keys], dtype=int),
+        np.array([k[1] for k in keys], dtype=int),
         np.array(xtx).reshape(-1, n, n),
         np.array(xty).reshape(-1, n),
         np.array(rows).reshape(-1, MAX_WIDTH + 1),
@@ -84,14 +92,18 @@ def run_stats(runs, loads: dict) -> Stats:
 
 
 def draw_weights(key: tuple, stats: Stats) -> np.ndarray:
-    """(DRAWS + 1, R): row 0 is the point fit (every run once), then the resamples."""
+    """(DRAWS + 1, N): row 0 is the point fit (every block once), then the resamples:
+    the runs of each concurrency drawn with replacement, then inside each drawn copy of
+    a run its blocks with replacement (a run drawn m times: m x BLOCKS blocks)."""
     w = np.zeros((DRAWS + 1, len(stats.concurrency)))
     w[0] = 1.0
     for c in sorted(set(stats.concurrency.tolist())):
-        idx = np.nonzero(stats.concurrency == c)[0]
-        idx = idx[np.argsort(stats.round[idx], kind="stable")]
-        rng = np.random.default_rng(_seed(*key, c, len(idx)))
-        w[1:, idx] = rng.multinomial(len(idx), [1 / len(idx)] * len(idx), size=DRAWS)
+        rounds = sorted(set(stats.round[stats.concurrency == c].tolist()))
+        rng = np.random.default_rng(_seed(*key, c, len(rounds)))
+        copies = rng.multinomial(len(rounds), [1 / len(rounds)] * len(rounds), size=DRAWS)
+        for j, r in enumerate(rounds):
+            idx = np.nonzero((stats.concurrency == c) & (stats.round == r))[0]
+            w[1:, idx] = rng.multinomial(copies[:, j] * len(idx), [1 / len(idx)] * len(idx))
     return w
 
 
