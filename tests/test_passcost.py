@@ -104,3 +104,26 @@ def test_crossing_interpolates_and_says_none_when_there_is_none():
     assert np.isnan(out[1])
     assert out[2] == pytest.approx(2 + 2 * (-0.2) / (-0.2 - 0.1))
     assert interval_of(3.0, np.full(100, np.nan)) == (None, None)  # most draws never cross
+
+
+def test_a_term_that_follows_another_is_dropped_and_the_prediction_still_holds():
+    """Drafting on every decode row of every pass but the prefill ones: drafted rows follow
+    rows, so fitting both would trade one against the other; one is dropped and the
+    predicted speed at a measured width still matches the passes' own."""
+    runs = synthetic_runs("always", drafts=True, noise=0.0, seed=2)
+    for r in runs:
+        decoding = r.prefill_tokens == 0
+        r.drafted[:] = np.where(decoding, r.width, 0.0)
+        r.decode_tokens[:] = r.width + r.drafted
+        r.accepted[:] = 0.75 * r.drafted
+        x = np.column_stack(
+            [np.ones(len(r.width)), r.width, r.prefill_tokens + r.decode_tokens, r.drafted, r.drafted > 0]
+        )
+        r.duration_ns[:] = x @ np.array([TRUE_NS[t] for t in TERMS])
+    fit = Fit(("s", "chip"), runs, Policy(True, "always"), no_prefill_loads(runs))
+    assert "drafted_row" not in fit.terms or "drafting_pass" not in fit.terms
+    t = TRUE_NS
+    share = fit.draft_share()[0, 3]
+    pass_ns = t["pass"] + 3 * t["row"] + 3 * (1 + share) * t["query_token"] + 3 * share * t["drafted_row"]
+    pass_ns += share * t["drafting_pass"]
+    assert fit.decode_tps()[0, 3] == pytest.approx((1 + 0.75 * share) * 1e9 / pass_ns, rel=0.03)

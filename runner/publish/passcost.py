@@ -38,6 +38,7 @@ from runner.publish.intervals import DRAWS, LEVEL, _seed
 TERMS = ("pass", "row", "query_token", "drafted_row", "drafting_pass")
 MAX_WIDTH = 16  # predictions reach this far; beyond the measured ceiling they are extrapolated
 MIN_ROWS = 30  # decode rows at a width before its measured draft share is used
+MIN_OWN_VARIATION = 0.1  # share of a term's variation its own for the fit to keep it
 BLOCKS = 8  # stretches of consecutive passes a run is cut into for resampling inside it
 
 
@@ -108,16 +109,23 @@ def draw_weights(key: tuple, stats: Stats) -> np.ndarray:
 
 
 def kept_terms(runs) -> list[int]:
-    """The terms that vary independently within these passes: each is kept only if it
-    raises the rank of the (column-scaled) design."""
+    """The terms that vary on their own within these passes: in TERMS order, a term is
+    kept when at least MIN_OWN_VARIATION of its variation is not a combination of the
+    terms kept before it. `always` drafts on nearly every row of nearly every pass, so
+    its drafted rows follow its rows: fitting both would trade one against the other
+    (large opposite coefficients) and extrapolate wildly; dropped, its drafting cost is
+    part of its per-row and per-pass cost, which is what that policy pays at every width."""
     x = np.concatenate([design(r.width, r.prefill_tokens + r.decode_tokens, r.drafted) for r in runs])
-    scale = np.linalg.norm(x, axis=0)
     keep: list[int] = []
     for j in range(x.shape[1]):
-        if scale[j] == 0:
+        col = x[:, j]
+        norm = np.linalg.norm(col)
+        if norm == 0:
             continue
-        trial = x[:, keep + [j]] / scale[keep + [j]]
-        if np.linalg.matrix_rank(trial, tol=1e-6 * math.sqrt(len(x))) == len(keep) + 1:
+        if keep:
+            a = x[:, keep]
+            col = col - a @ np.linalg.lstsq(a, col, rcond=None)[0]
+        if np.linalg.norm(col) >= MIN_OWN_VARIATION * norm:
             keep.append(j)
     return keep
 
@@ -160,6 +168,11 @@ class Fit:
         fitted = x @ coef[0]
         self.mape = float(np.median(np.abs(fitted - y) / np.where(y > 0, y, np.nan)))
         self._measured_widths = self.stats.rows_by_width.sum(axis=0) >= MIN_ROWS
+
+    def drafted_share(self) -> float:
+        """The share of the fitted decode rows that drafted."""
+        rows = self.stats.rows_by_width.sum()
+        return float(self.stats.drafted_by_width.sum() / rows) if rows else 0.0
 
     @property
     def terms(self) -> tuple[str, ...]:

@@ -6,8 +6,9 @@
   measured ceiling says "extrapolated"; an arm whose runs lack per-pass rows says
   "not measured by runtime X", as every per-pass figure does.
 - A held-out prediction is "untestable" when the policy drafts at the left-out width but
-  the other concurrencies hold no drafting pass: the fit then knows nothing of what a
-  draft costs, and its error says nothing about the model.
+  the other concurrencies hardly draft (under MIN_OWN_VARIATION of their decode rows, as
+  `solo` without concurrency 1): the fit then knows nothing of what a draft costs, and
+  its error says nothing about the model.
 The chart and the page's held-out lines are `prediction_chart.py`; `runner audit
 --predict` prints `audit_lines`.
 """
@@ -19,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from runner.publish.intervals import DRAWS
-from runner.publish.passcost import MAX_WIDTH, TERMS, Fit, Policy, crossing, interval_of
+from runner.publish.passcost import MAX_WIDTH, MIN_OWN_VARIATION, Fit, Policy, crossing, interval_of
 
 WARN_ABOVE = 0.20  # a held-out error above this is shown with a warning, never silently
 WIDTHS = tuple(range(1, MAX_WIDTH + 1))
@@ -67,7 +68,7 @@ class Models:
             pred = float(fit.decode_tps()[0, c])
             meas = measured.get(c)
             err = None if not meas or not np.isfinite(pred) else pred / meas - 1
-            testable = not fit.policy.allows(c) or TERMS.index("drafted_row") in fit.keep
+            testable = not fit.policy.allows(c) or fit.drafted_share() >= MIN_OWN_VARIATION
             out.append(HeldOut(c, pred, meas, err, testable))
         return out
 
@@ -154,7 +155,7 @@ def audit_lines(reader, experiment: str) -> tuple[list[str], bool]:
                 if h.error is None:
                     lines.append(f"    concurrency {h.concurrency}: not predicted")
                     continue
-                flag = "" if h.testable else "  untestable: the other concurrencies hold no drafting pass"
+                flag = "" if h.testable else "  untestable: the other concurrencies hardly draft"
                 if h.testable and abs(h.error) > WARN_ABOVE:
                     bad, flag = True, f"  WARNING: above {WARN_ABOVE:.0%}"
                 worst = max(worst, abs(h.error)) if h.testable else worst

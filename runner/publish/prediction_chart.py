@@ -94,7 +94,11 @@ def _held_out_line(data: PostData, view, models, chip: str, arm: str) -> tuple[s
     held = [h for h in models.held_out(chip, arm, measured) if h.error is not None]
     tested = [h for h in held if h.testable]
     parts = [f"{h.error:+.0%} at {h.concurrency}" for h in tested]
-    parts += [f"untestable at {h.concurrency} (no drafting pass left to fit)" for h in held if not h.testable]
+    parts += [
+        f"untestable at {h.concurrency} (the other concurrencies hardly draft)"
+        for h in held
+        if not h.testable
+    ]
     over = any(abs(h.error) > WARN_ABOVE for h in tested)
     worst = max((abs(h.error) for h in tested), default=None)
     head = f"{arm}: within {worst:.0%}" if worst is not None else f"{arm}: no held-out prediction"
