@@ -49,6 +49,27 @@ def db(tmp_path_factory) -> Path:
                     run, [{**q, "cached_tokens": None, "output_sha256": None} for q in requests]
                 )
                 st.finish_run(run, "complete")
+        m3 = st.ensure_chip(DEFAULT_CHIPS[1].fingerprint())  # a chip that measured on a server
+        for arm in ("off", "on"):
+            for c in (1, 2, 4):
+                for r in range(3):
+                    requests, _ = _run_rows(rng, DEFAULT_CHIPS[1], arm, c, 2, 0)
+                    run = st.begin_run(
+                        experiment=EXPERIMENT,
+                        declaration_sha256=DECLARATION,
+                        arm=arm,
+                        concurrency=c,
+                        round=r,
+                        chip_id=m3,
+                        model_sha256=MODEL,
+                        code_version="abc1234",
+                        seed=0,
+                        quick=False,
+                        knobs={"runtime": "mlx-lm-server"},
+                        runtime="mlx-lm-server",
+                    )
+                    st.append_requests(run, requests)
+                    st.finish_run(run, "complete")
     return path
 
 
@@ -72,6 +93,7 @@ POST = dedent("""\
     At 12: {{{{ claim("{speed}", predicted("decode_tps", arm="on", concurrency=12, **m1)) }}}}.
     The server {{{{ claim("2.5", crossover(arm="served", base="off", **m1)) }}}}.
     Served {{{{ claim("80 tok/s", predicted("decode_tps", arm="served", concurrency=2, **m1)) }}}}.
+    On M3 {{{{ claim("2.5", crossover(arm="on", base="off", chip="Fixture M3")) }}}}.
 
     {{{{ prediction_chart(arms=["on", "served"], base="off") }}}}
     """)
@@ -100,8 +122,8 @@ def test_a_crossover_outside_its_interval_fails_the_strict_build_naming_the_inte
     assert f"95% interval {x.lo:.1f} to {x.hi:.1f}" in first[0]
     assert "outside both the stated rounding and the 95% interval" in first[0]
     assert not [w for w in claims if "claim 2 " in w], claims  # the predicted speed holds
-    served = [w for w in claims if "claim 3 " in w or "claim 4 " in w]
-    assert len(served) == 2 and all(w.endswith("not measured by runtime mlx-lm-server") for w in served)
+    served = [w for w in claims if re.search(r"claim [345] ", w)]
+    assert len(served) == 3 and all(w.endswith("not measured by runtime mlx-lm-server") for w in served)
 
     right = f"{x.value:.1f}"
     config = write_project(
@@ -110,6 +132,8 @@ def test_a_crossover_outside_its_interval_fails_the_strict_build_naming_the_inte
     relaxed = build_site(config, strict=False, site=tmp_path / "relaxed")
     html = next(relaxed.site.glob("blog/20*/**/index.html")).read_text()
     assert "Predicted decode not measured by runtime mlx-lm-server (arm served)." in html
+    for arm in ("off", "on"):  # passes on M1, none on M3
+        assert f"Predicted decode on Fixture M3 not measured by runtime mlx-lm-server (arm {arm})." in html
     assert '"text":"extrapolated"' in html  # the shaded range beyond the ceiling
     assert "widths beyond the measured ceiling (4) are extrapolated" in html
     held = re.search(r'<p class="bothrows-held-out">(.*?)</p>', html).group(1)
@@ -158,5 +182,6 @@ def test_audit_predict_prints_a_held_out_error_for_every_concurrency(db, tmp_pat
             int(c) for c in re.findall(r"concurrency (\d+): predicted [\d.]+ tok/s, measured", block)
         ] == [1, 2, 4]
     assert "served: not measured by runtime mlx-lm-server" in out
+    assert "Fixture M3 on: not measured by runtime mlx-lm-server" in out
     worst = float(re.search(r"largest testable held-out error ([\d.]+)%", out).group(1))
     assert code == (1 if worst > 20 else 0)

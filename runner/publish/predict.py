@@ -42,6 +42,7 @@ class Models:
         self.runs = reader.pass_runs(experiment, quick, as_of)
         self.loads = reader.decode_loads(experiment, quick, as_of)
         self.policies = reader.arm_policies(experiment, quick)
+        self.runtimes = reader.chip_arm_runtimes(experiment, quick)  # (chip, arm) -> runtime
         self._fits: dict[tuple, Fit | None] = {}
 
     def fit(self, chip: str, arm: str, without: int | None = None) -> Fit | None:
@@ -135,13 +136,15 @@ def audit_lines(reader, experiment: str) -> tuple[list[str], bool]:
         False,
         0.0,
     )
-    runtimes = reader.arm_runtimes(experiment, quick)
     for chip, name in chips.items():
         for arm in sorted(models.policies):
             fit = models.fit(chip, arm)
             if fit is None:
-                rt = runtimes.get(arm, ("?", False))[0]
-                lines.append(f"  {name} {arm}: not measured by runtime {rt} (no per-pass rows)")
+                rt = models.runtimes.get((chip, arm))
+                why = (
+                    f"not measured by runtime {rt} (no per-pass rows)" if rt else "not measured on this chip"
+                )
+                lines.append(f"  {name} {arm}: {why}")
                 continue
             lines.append(
                 f"  {name} {arm}: terms {', '.join(fit.terms)}; pass-time error (median) {fit.mape:.1%}"

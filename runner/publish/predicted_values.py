@@ -30,12 +30,21 @@ def models_for(data: PostData, cutoff) -> Models:
     return cache[key]
 
 
-def _none(data: PostData, kind: str, what: str, reason: str | None, *arms: str) -> Measured:
+def _none(data: PostData, kind: str, what: str, reason: str | None) -> Measured:
     m = data.measured(None, None, None, 0, kind, what, "decode_tps", set())
-    reason = data.missing_reason("passes", *arms) or reason
     if reason:
         data.state.missing_of[id(m)] = reason
     return m
+
+
+def no_passes(data: PostData, models: Models, chip_id: str, *arms: str) -> str | None:
+    """Why an arm has no fit on this chip: its runs there have no per-pass rows (a server
+    runtime), or it has no runs there at all."""
+    for arm in arms:
+        if models.fit(chip_id, arm) is None:
+            runtime = models.runtimes.get((chip_id, arm))
+            return f"not measured by runtime {runtime}" if runtime else "not measured on this chip"
+    return None
 
 
 def predicted(data: PostData, metric, arm, concurrency, base=None, chip=None, as_of=None) -> Measured:
@@ -66,7 +75,7 @@ def predicted(data: PostData, metric, arm, concurrency, base=None, chip=None, as
         g = gain_draws(models, chip_id, arm, base)
         draws = None if g is None else g[:, c]
     if draws is None:
-        return _none(data, kind, what, "no per-pass rows to fit", *arms)
+        return _none(data, kind, what, no_passes(data, models, chip_id, *arms))
     point = float(draws[0])
     lo, hi = interval_of(point, draws[1:])
     n = min(f.n_runs for f in (models.fit(chip_id, a) for a in arms))
@@ -96,7 +105,9 @@ def crossover(data: PostData, arm, base=None, measured=False, chip=None, as_of=N
         fits = [models.fit(chip_id, a) for a in (arm, base)]
         n = min((f.n_runs for f in fits if f is not None), default=0)
     if x.value is None:
-        return _none(data, "value", what, reason, arm, base)
+        if not measured:
+            reason = no_passes(data, models, chip_id, arm, base) or reason
+        return _none(data, "value", what, reason)
     if x.value > data.regimes.ceiling:
         what += f", extrapolated beyond the measured ceiling {data.regimes.ceiling}"
     return data.measured(x.value, x.lo, x.hi, n, "value", what, "", set())

@@ -19,7 +19,7 @@ from runner.publish import charts, sql
 from runner.publish.passcost import MAX_WIDTH, interval_of
 from runner.publish.postdata import PostData
 from runner.publish.predict import WARN_ABOVE, WIDTHS, predicted_crossover
-from runner.publish.predicted_values import models_for
+from runner.publish.predicted_values import models_for, no_passes
 from runner.publish.templating import render_block
 
 
@@ -129,6 +129,11 @@ def prediction_chart(data: PostData, arms=None, base: str | None = None) -> Mark
         xref = "x" if i == 0 else f"x{i + 1}"
         yref = "y" if i == 0 else f"y{i + 1}"
         fits = [a for a in shown if models.fit(chip, a) is not None]
+        notes += [
+            f"Predicted decode on {data.chip_names[chip]} {no_passes(data, models, chip, a)} (arm {a})"
+            for a in shown
+            if a not in fits
+        ]
         fig["layout"]["shapes"].append(
             {
                 "type": "rect",

@@ -25,6 +25,7 @@ from runner.publish.sql import (
     BUSY,
     BUSY_CELLS_SQL,
     CELLS_SQL,
+    CHIP_ARM_RUNTIMES_SQL,
     CHIPS_SQL,
     DECLARATION_CELLS_SQL,
     DECODE_LOAD_SQL,
@@ -269,6 +270,22 @@ class Reader:
             DecodeLoad(c, a, int(k), int(r), int(n), float(pf))
             for c, a, k, r, n, pf in self._rows(DECODE_LOAD_SQL, p)
         ]
+
+    def chip_arm_runtimes(self, experiment: str, quick: bool) -> dict[tuple[str, str], str]:
+        """(chip, arm) -> its runtime (runs from before the runtime column: ours)."""
+        sql = CHIP_ARM_RUNTIMES_SQL
+        if "runtime" not in self._run_columns():
+            sql = sql.replace("c.runtime", "NULL")
+        p = {"experiment": experiment, "quick": quick, "as_of": None}
+        return {(c, a): str(rt) for c, a, rt in self._rows(sql, p)}
+
+    def _run_columns(self) -> set[str]:
+        return {
+            r[0]
+            for r in self.con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'"
+            ).fetchall()
+        }
 
     def arm_policies(self, experiment: str, quick: bool) -> dict[str, ArmPolicy]:
         p = {"experiment": experiment, "quick": quick, "as_of": None}

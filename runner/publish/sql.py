@@ -373,3 +373,13 @@ FROM q JOIN passes p ON p.run_id = q.run_id AND p.start_ns >= q.first_token_ns A
 GROUP BY q.chip_id, q.arm, q.concurrency, q.round
 ORDER BY q.chip_id, q.arm, q.concurrency, q.round"""
 )
+
+# Each (chip, arm)'s runtime: a chip may have measured an arm on a server runtime (no
+# per-pass rows) that another chip measured on ours.
+CHIP_ARM_RUNTIMES_SQL = (
+    "WITH "
+    + CHOSEN_RUNS
+    + """
+SELECT c.chip_id, c.arm, string_agg(DISTINCT coalesce(c.runtime, 'bothrows'), ', ')
+FROM chosen c GROUP BY c.chip_id, c.arm ORDER BY c.chip_id, c.arm"""
+)
