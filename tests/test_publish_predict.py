@@ -4,12 +4,13 @@ build, extrapolated widths labelled, the held-out check under the chart and from
 
 import random
 import re
+from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from conftest_publish import build_site, dedent, write_project
-from fixture_db import DECLARATION, DEFAULT_CHIPS, EXPERIMENT, MODEL, _run_rows, build_fixture
+from fixture_db import DECLARATION, DEFAULT_CHIPS, EXPERIMENT, MODEL, _run_rows, build_fixture, remeasure
 
 from runner.publish.commands import main_audit
 from runner.publish.predict import Models, measured_crossover
@@ -185,3 +186,30 @@ def test_audit_predict_prints_a_held_out_error_for_every_concurrency(db, tmp_pat
     assert "Fixture M3 on: not measured by runtime mlx-lm-server" in out
     worst = float(re.search(r"largest testable held-out error ([\d.]+)%", out).group(1))
     assert code == (1 if worst > 20 else 0)
+
+
+def test_a_held_out_error_above_20_percent_shows_a_warning_on_the_page(tmp_path):
+    """`off` at concurrency 4 re-measured with its requests decoding twice as fast as its
+    passes say: predicted from concurrencies 1 and 2, it misses by about half."""
+    path = tmp_path / "runs.duckdb"
+    build_fixture(path, chips=(CHIP,), passes_per_run=60)
+    remeasure(path, CHIP, "off", 4, speedup=2.0, day=datetime(2026, 11, 21))
+    post = dedent("""\
+        ---
+        date: 2026-11-20
+        experiment: {e}
+        ---
+        # A poor fit
+
+        {{{{ prediction_chart(arms=["on"], base="off") }}}}
+        """).format(e=EXPERIMENT)
+    config = write_project(tmp_path, path, {"p.md": post})
+    result = build_site(config, site=tmp_path / "site")
+    assert result.ok, result.warnings  # a warning on the page, not a failed build
+    html = next(result.site.glob("blog/20*/**/index.html")).read_text()
+    warning = re.search(r'bothrows-prediction-warning"><p class="admonition-title">([^<]*)</p>', html)
+    assert warning and warning.group(1) == "Held-out error above 20%: Fixture M1, off", html
+    held = re.search(r'<p class="bothrows-held-out">(.*?)</p>', html).group(1)
+    assert (
+        re.search(r"off: within (\d+)%", held) and int(re.search(r"off: within (\d+)%", held).group(1)) > 20
+    )
