@@ -55,6 +55,20 @@ def test_every_claim_holds_in_the_audit(capsys):
     assert out.rstrip().endswith("0 failure(s)")
 
 
+def test_the_deep_update_shows_a_prediction_chart_whose_held_out_check_the_audit_prints(site, capsys):
+    _, page = site
+    html = page.read_text()
+    assert html.count('class="bothrows-held-out"') == 1
+    assert '"text":"extrapolated"' in html and '"name":"always predicted"' in html
+    assert "claim-failed" not in html
+    cli(["audit", "--config-file", str(REPO / "mkdocs.yml"), "--predict", f"{NAME}-deep"])
+    out = capsys.readouterr().out
+    for arm in ("off", "mtp-solo", "on", "always", "adaptive"):
+        lines = out.split(f" {arm}: terms")[1].splitlines()[1:5]
+        assert [line.split(":")[0].strip() for line in lines] == [f"concurrency {c}" for c in (1, 2, 3, 4)]
+        assert all("error" in line for line in lines), lines
+
+
 def test_every_chip_has_batch_1_and_ceiling_rows_for_every_arm(site):
     _, page = site
     html = page.read_text()

@@ -12,7 +12,8 @@ of its own day, not the post's).
 
 from __future__ import annotations
 
-from runner.publish import blocks, timelines
+from runner.publish import blocks, predicted_values, timelines
+from runner.publish import prediction_chart as prediction
 from runner.publish import traffic as traffic_choice
 from runner.publish.postdata import PostData
 from runner.publish.templating import render_block
@@ -79,6 +80,22 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
         chosen = [d for d in chosen if d is not None]
         return blocks.headline_table(chosen or [first], arm, base, list(metrics))
 
+    def predicted(metric, arm, concurrency, base=None, chip=None, experiment=None, as_of=None):
+        kind = "value" if base is None else "change"
+        return value(
+            experiment,
+            kind,
+            lambda d: predicted_values.predicted(d, metric, arm, concurrency, base, chip, as_of),
+        )
+
+    def crossover(arm, base=None, measured=False, chip=None, experiment=None, as_of=None):
+        return value(
+            experiment, "value", lambda d: predicted_values.crossover(d, arm, base, measured, chip, as_of)
+        )
+
+    def prediction_chart(arms=None, base=None, experiment=None):
+        return block(experiment, lambda d: prediction.prediction_chart(d, arms, base))
+
     def claim(stated, measured):
         return first.claim(stated, measured)
 
@@ -104,6 +121,9 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
         "gain": gain,
         "ratio": ratio,
         "claim": claim,
+        "predicted": predicted,
+        "crossover": crossover,
+        "prediction_chart": prediction_chart,
         "drafted_by_width_chart": drafted_by_width_chart,
         "traffic": traffic,
         "traffic_speed": traffic_speed,

@@ -49,6 +49,13 @@ def add_audit_arguments(p: argparse.ArgumentParser) -> None:
         "the share of cells whose interval includes no change",
     )
     p.add_argument(
+        "--predict",
+        metavar="EXPERIMENT",
+        default=None,
+        help="instead: the pass-cost model of EXPERIMENT held out, each concurrency predicted "
+        "from the others (exit 1 when a held-out error exceeds 20%%)",
+    )
+    p.add_argument(
         "--chip",
         default=None,
         help="judge every claim on this chip's newest data instead of each post's home "
@@ -161,6 +168,13 @@ def main_audit(args) -> int:
                 lines, _ = report(reader, args.aa)
             print("\n".join(lines))
             return 0
+        if getattr(args, "predict", None):
+            from runner.publish.predict import audit_lines
+
+            with queries.Reader(db) as reader:
+                lines, over = audit_lines(reader, args.predict)
+            print("\n".join(lines))
+            return 1 if over else 0
     except (StoreError, queries.QueryError) as e:
         print(f"runner audit: {e}", file=sys.stderr)
         return 2

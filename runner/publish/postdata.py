@@ -323,7 +323,7 @@ class PostData:
         if not isinstance(measured, Measured):
             self.fail(
                 f"claim({stated!r}, ...) needs a value from metric(), gain(), ratio(), "
-                "traffic_speed() or traffic_gain()",
+                "traffic_speed(), traffic_gain(), predicted() or crossover()",
                 line,
             )
             return Markup.escape(str(stated))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import duckdb
 import numpy as np
@@ -19,17 +20,21 @@ import pyarrow as pa
 
 from runner.publish.metrics import METRICS
 from runner.publish.sql import (
+    ARM_POLICIES_SQL,
     ARM_RUNTIMES_SQL,
     BUSY,
     BUSY_CELLS_SQL,
     CELLS_SQL,
+    CHIP_ARM_RUNTIMES_SQL,
     CHIPS_SQL,
     DECLARATION_CELLS_SQL,
+    DECODE_LOAD_SQL,
     DRAFTED_BY_WIDTH_RUNS_SQL,
     DRAFTED_BY_WIDTH_SQL,
     GAP_VALUES_SQL,
     LAYOUT_SQL,
     LOAD_SQL,
+    PASS_ROWS_SQL,
     PROVENANCE_SQL,
     RAW_SQL,
     REMEASURED_SQL,
@@ -59,6 +64,42 @@ class CellStat:
     lo: float
     hi: float
     n_rounds: int
+
+
+class RunPasses(NamedTuple):
+    """One run's passes as numpy arrays (one entry a pass), for the pass-cost model."""
+
+    chip_id: str
+    arm: str
+    concurrency: int
+    round: int
+    width: np.ndarray
+    prefill_tokens: np.ndarray
+    decode_tokens: np.ndarray
+    drafted: np.ndarray
+    accepted: np.ndarray
+    emitted: np.ndarray
+    duration_ns: np.ndarray
+
+
+class DecodeLoad(NamedTuple):
+    """One run's prefill inside its requests' decode intervals: (request, pass) pairs
+    counted over every request, and the prefill tokens of those passes."""
+
+    chip_id: str
+    arm: str
+    concurrency: int
+    round: int
+    decode_passes: int
+    prefill_tokens: float
+
+
+class ArmPolicy(NamedTuple):
+    """An arm's declared draft decisions: whether it runs the MTP head, and its policy."""
+
+    arm: str
+    mtp: bool
+    draft_policy: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +254,42 @@ class Reader:
             n_list.append(int(n))
             d_list.append(int(d))
         return out
+
+    def pass_runs(self, experiment: str, quick: bool, as_of: datetime | None = None) -> list[RunPasses]:
+        """Every chosen run that has per-pass rows, its passes as arrays."""
+        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": None}
+        fields = RunPasses._fields[4:]
+        return [
+            RunPasses(*key, *(np.asarray(cols[f], dtype=float) for f in fields))
+            for key, cols in self._blocks(PASS_ROWS_SQL, p)
+        ]
+
+    def decode_loads(self, experiment: str, quick: bool, as_of: datetime | None = None) -> list[DecodeLoad]:
+        p = {"experiment": experiment, "quick": quick, "as_of": as_of}
+        return [
+            DecodeLoad(c, a, int(k), int(r), int(n), float(pf))
+            for c, a, k, r, n, pf in self._rows(DECODE_LOAD_SQL, p)
+        ]
+
+    def chip_arm_runtimes(self, experiment: str, quick: bool) -> dict[tuple[str, str], str]:
+        """(chip, arm) -> its runtime (runs from before the runtime column: ours)."""
+        sql = CHIP_ARM_RUNTIMES_SQL
+        if "runtime" not in self._run_columns():
+            sql = sql.replace("c.runtime", "NULL")
+        p = {"experiment": experiment, "quick": quick, "as_of": None}
+        return {(c, a): str(rt) for c, a, rt in self._rows(sql, p)}
+
+    def _run_columns(self) -> set[str]:
+        return {
+            r[0]
+            for r in self.con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'"
+            ).fetchall()
+        }
+
+    def arm_policies(self, experiment: str, quick: bool) -> dict[str, ArmPolicy]:
+        p = {"experiment": experiment, "quick": quick, "as_of": None}
+        return {a: ArmPolicy(a, bool(m), str(pol)) for a, m, pol in self._rows(ARM_POLICIES_SQL, p)}
 
     def layout(self, experiment: str, quick: bool) -> list[tuple[str, str, int]]:
         return [
