@@ -17,8 +17,8 @@
   (measured per other row; clients that start together prefill together, so it is small).
   Decode per sequence is the tokens a row commits per pass, 1 + s x acceptance, over the
   predicted pass time.
-- Intervals: DRAWS resamples, as in `intervals.py` (rounds, then requests inside them):
-  the runs with replacement within each concurrency, then inside each drawn run its
+- Intervals: DRAWS bootstrap resamples (a fit's coefficients have no per-round values
+  for `intervals.py`'s t interval to read): the runs with replacement within each concurrency, then inside each drawn run its
   passes in BLOCKS stretches with replacement (stretches keep neighbouring passes,
   which share a context length, together). Seeded by sha256 of (key, chip,
   concurrency): arms of one chip draw the same rounds, so gains and crossovers are
@@ -28,16 +28,23 @@ This module computes; the query layer hands it `queries.RunPasses` and `ArmPolic
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from runner.publish.intervals import DRAWS, LEVEL, _seed
+from runner.publish.intervals import LEVEL
+
+DRAWS = 2000
 
 TERMS = ("pass", "row", "query_token", "drafted_row", "drafting_pass")
 MAX_WIDTH = 16  # predictions reach this far; beyond the measured ceiling they are extrapolated
 MIN_ROWS = 30  # decode rows at a width before its measured draft share is used
+
+
+def _seed(*parts: object) -> int:
+    return int.from_bytes(hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()[:8], "little")
 MIN_OWN_VARIATION = 0.1  # share of a term's variation its own for the fit to keep it
 BLOCKS = 8  # stretches of consecutive passes a run is cut into for resampling inside it
 

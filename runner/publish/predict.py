@@ -19,7 +19,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from runner.publish.intervals import DRAWS
 from runner.publish.passcost import MAX_WIDTH, MIN_OWN_VARIATION, Fit, Policy, crossing, interval_of
 
 WARN_ABOVE = 0.20  # a held-out error above this is shown with a warning, never silently
@@ -101,23 +100,27 @@ def predicted_crossover(models: Models, chip: str, arm: str, base: str) -> Cross
 
 
 def measured_crossover(view, chip: str, arm: str, base: str, concurrencies) -> Crossover:
-    """Interpolated between the measured cells that bracket the sign change, with the
-    interval from the paired bootstrap draws of those cells (`intervals.py`)."""
-    gains = {c: view.compare("decode_tps", chip, arm, base, c, "change").value for c in sorted(concurrencies)}
-    cs = [c for c, v in gains.items() if v is not None]
+    """Interpolated between the measured cells that bracket the sign change; its interval
+    is where the curves of the cells' interval bounds (`intervals.py`) cross zero, open
+    (None) on a side whose bound curve never does."""
+    est = {c: view.compare("decode_tps", chip, arm, base, c, "change") for c in sorted(concurrencies)}
+    cs = [c for c, e in est.items() if e.value is not None]
     if len(cs) < 2:
         return Crossover(None, None, None)
-    point = np.array([[gains[c] for c in cs]])
-    reps = []
-    for c in cs:
-        ra = view.intervals.replicates("decode_tps", chip, arm, c)
-        rb = view.intervals.replicates("decode_tps", chip, base, c)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            reps.append(ra / rb - 1 if ra is not None and rb is not None else np.full(DRAWS, np.nan))
-    x0 = float(crossing(point, cs)[0])
+    x0 = float(crossing(np.array([[est[c].value for c in cs]]), cs)[0])
     if not np.isfinite(x0):
         return Crossover(None, None, None)
-    return Crossover(x0, *interval_of(x0, crossing(np.column_stack(reps), cs)))
+    nan = float("nan")
+    bounds = np.array(
+        [
+            [nan if est[c].lo is None else est[c].lo for c in cs],
+            [nan if est[c].hi is None else est[c].hi for c in cs],
+        ]
+    )
+    ends = [float(x) for x in crossing(bounds, cs) if np.isfinite(x)]
+    if len(ends) < 2:
+        return Crossover(x0, None, None)
+    return Crossover(x0, min(ends + [x0]), max(ends + [x0]))
 
 
 def audit_lines(reader, experiment: str) -> tuple[list[str], bool]:
