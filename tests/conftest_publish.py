@@ -33,9 +33,11 @@ updates:
 ---
 # Speculative decoding on the fixture
 
-Solo on M1, MTP is {{{{ claim("{stated}", gain("decode_tps", arm="on", base="off", concurrency=1, chip="Fixture M1")) }}}} on decode.
+Solo on M1, MTP is {{{{ claim("{stated}",
+    gain("decode_tps", arm="on", base="off", concurrency=1, chip="Fixture M1")) }}}} on decode.
 
-{{{{ regime_table(["prefill_tps", "decode_tps", "aggregate_tps", "drafted_passes", "acceptance", "state_mb"]) }}}}
+{{{{ regime_table(["prefill_tps", "decode_tps", "aggregate_tps",
+    "drafted_passes", "acceptance", "state_mb"]) }}}}
 
 {{{{ chart("decode_tps", x="concurrency") }}}}
 

@@ -74,8 +74,10 @@ POST = dedent("""\
     ---
     # A server beside our engine
 
-    It drafted {{{{ claim("40", metric("drafted_passes", arm="served", concurrency=1, chip="Fixture M1")) }}}} times.
-    Ours drafted {{{{ claim("12%", gain("drafted_passes", arm="served", base="on", concurrency=1, chip="Fixture M1")) }}}} more.
+    It drafted {{{{ claim("40",
+        metric("drafted_passes", arm="served", concurrency=1, chip="Fixture M1")) }}}} times.
+    Ours drafted {{{{ claim("12%",
+        gain("drafted_passes", arm="served", base="on", concurrency=1, chip="Fixture M1")) }}}} more.
 
     {{{{ drafted_by_width_chart() }}}}
     """)

@@ -101,8 +101,10 @@ def test_exact_row_accounting_per_run(setup):
         """
         SELECT r.concurrency, q.n, q.output_tokens, p.emitted, p.first_index
         FROM runs r
-        JOIN (SELECT run_id, count(*) n, sum(output_tokens) output_tokens FROM requests GROUP BY 1) q USING (run_id)
-        JOIN (SELECT run_id, sum(emitted) emitted, min(pass_index) first_index FROM passes GROUP BY 1) p USING (run_id)""",
+        JOIN (SELECT run_id, count(*) n, sum(output_tokens) output_tokens
+              FROM requests GROUP BY 1) q USING (run_id)
+        JOIN (SELECT run_id, sum(emitted) emitted, min(pass_index) first_index
+              FROM passes GROUP BY 1) p USING (run_id)""",
     )
     assert len(rows) == 8
     for concurrency, n, output_tokens, emitted, first_index in rows:

@@ -283,7 +283,7 @@ def test_import_from_a_database_file_takes_complete_runs_only(tmp_path):
 def test_import_of_something_else_is_a_readable_error(tmp_path):
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "runs.parquet").write_text("x")
-    with Store.open(tmp_path / "b.duckdb") as st:
+    with Store.open(tmp_path / "b.duckdb"):
         with pytest.raises(StoreError, match="no such file"):
             read_source(tmp_path / "missing")
         with pytest.raises(StoreError, match="not an export"):

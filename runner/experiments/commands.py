@@ -2,7 +2,8 @@
 codes and messages. Bad input (declaration, database, export files) is reported as
 readable lines on stderr with exit code 2 and no traceback; an interrupted run exits 130
 and says how to resume; a run some of whose cells a runtime fault cost (a server not
-reachable, say) measures the rest, exits 1 and says how many failed. The work itself lives in execute.py and runner.store.
+reachable, say) measures the rest, exits 1 and says how many failed. The work itself lives in execute.py and
+runner.store.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ per client) and its time/token minimums plus the tail (the requests in flight wh
 minimums are reached finish and are kept). A Poisson cell arrives until its minimums
 hold, and is served at the lesser of the arrival rate and what c rows can serve (an
 overloaded cell's queue drains after the last arrival). A scripted cell lasts a whole
-number of plays, each from its start to the finish of its slowest entry. A request's time is a rough per-layer cost
-model of prefill and decode passes, read from the checkpoint's config.json; each arm
+number of plays, each from its start to the finish of its slowest entry. A request's
+time is a rough per-layer cost model of prefill and decode passes, read from the
+checkpoint's config.json; each arm
 also pays one engine load and warm-up before its first cell. The figures are a planning
 estimate, meant to be right within a factor of about two, never a measurement.
 This module runs nothing.

@@ -4,8 +4,9 @@ Cells are arm x concurrency x round, ordered round -> concurrency -> arm so that
 arms interleave (A B A B) and machine drift hits them alike. With `arrivals = "closed"`
 (the default) a cell at concurrency c is c closed-loop clients: each sends its next
 prompt when its last request finishes, taking client c's i-th prompt from the workload's
-unbounded seeded stream (request_id = i * width + c, see workload.py). Cells are sized by time: a client keeps sending while it
-has sent fewer than requests_per_client, or while the cell has run less than
+unbounded seeded stream (request_id = i * width + c, see workload.py). Cells are sized
+by time: a client keeps sending while it has sent fewer than requests_per_client, or
+while the cell has run less than
 min_cell_seconds (from its t0) or produced fewer than min_cell_tokens output tokens (of
 finished requests); the requests then in flight finish and are kept. The rule is the
 same for every arm, so every arm replays the same requests in the same order and a

@@ -21,11 +21,7 @@ from runner.engine.checkpoint import resolve_checkpoint
 from runner.runtimes import knobs as runtime_knobs
 from runner.runtimes.knobs import DEFAULT_RUNTIME, RUNTIMES
 
-from .validate_workload import (
-    DEFAULT_MIN_CELL_TOKENS,  # noqa: F401
-    check_context,
-    check_workload,
-)
+from .validate_workload import check_context, check_workload
 
 TOP_KEYS = ("title", "model", "seed", "rounds", "concurrency", "workload", "engine", "arms")
 DEFAULT_ROUNDS = 3  # rounds enough for an interval

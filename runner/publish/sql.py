@@ -289,7 +289,8 @@ ARM_RUNTIMES_SQL = (
     "WITH "
     + CHOSEN_RUNS
     + """
-SELECT c.arm, string_agg(DISTINCT coalesce(c.runtime, 'bothrows'), ', ' ORDER BY coalesce(c.runtime, 'bothrows')),
+SELECT c.arm,
+       string_agg(DISTINCT coalesce(c.runtime, 'bothrows'), ', ' ORDER BY coalesce(c.runtime, 'bothrows')),
        bool_or(EXISTS (SELECT 1 FROM passes p WHERE p.run_id = c.run_id))
 FROM chosen c GROUP BY c.arm ORDER BY c.arm"""
 )
