@@ -82,7 +82,7 @@ def source_date_epoch(db: Path) -> int | None:
     from runner.publish.queries import Reader
 
     with Reader(db) as reader:
-        newest = reader.run_summary()[1]
+        newest = reader.run_summary().newest
     return int(_utc(newest).timestamp()) if newest else None
 
 

@@ -40,7 +40,7 @@ class Cell:
 def aa_cells(reader: queries.Reader, experiment: str) -> tuple[str, list[Cell]]:
     """The arm measured against its copy, and every (repetition, chip, concurrency,
     metric) cell with an interval."""
-    arms = sorted({a for _, a, _ in reader.layout(experiment, False)})
+    arms = sorted({cell.arm for cell in reader.layout(experiment, False)})
     base = next((a for a in arms if f"{a}{COPY_SUFFIX}" in arms), None)
     if base is None:
         raise queries.QueryError(

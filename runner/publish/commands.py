@@ -106,7 +106,7 @@ def _source_date_epoch(db: Path) -> None:
     if not db.is_file():
         return
     with queries.Reader(db) as reader:
-        newest = reader.run_summary()[1]
+        newest = reader.run_summary().newest
     if newest is not None:
         epoch = int(newest.replace(tzinfo=timezone.utc).timestamp())
         os.environ["SOURCE_DATE_EPOCH"] = str(epoch)

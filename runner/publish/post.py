@@ -26,6 +26,7 @@ from runner.publish.home import Judging, match_chip, resolve_home
 from runner.publish.notes import Note, as_day, declared_notes
 from runner.publish.postdata import Failure, PostData, PostState, chip_labels
 from runner.publish.provenance import Downloads
+from runner.publish.rows import LaterRun
 from runner.publish.templating import render_block, render_post_body
 from runner.publish.views import ViewCache
 
@@ -106,9 +107,9 @@ class _Post:
         self.declarations, self.line_offset, self.page_url = declarations, line_offset, page_url
         self.quick: dict[str, bool] = {}
         self.chips = []
-        self._later: dict[tuple, list[tuple]] = {}
+        self._later: dict[tuple, list[LaterRun]] = {}
 
-    def later(self, experiment: str, quick: bool, since) -> list[tuple]:
+    def later(self, experiment: str, quick: bool, since) -> list[LaterRun]:
         """The experiment's complete runs started on or after `since` (read once a post)."""
         key = (experiment, quick, since)
         if key not in self._later:
@@ -315,7 +316,7 @@ def _columns(post: _Post, judging: Judging, as_of, home: list[Verdict]) -> list[
     later_on_home = bool(
         as_of
         and judging.chip_id
-        and any(r[1] == judging.chip_id for e, q in post.quick.items() for r in post.later(e, q, as_of))
+        and any(r.chip_id == judging.chip_id for e, q in post.quick.items() for r in post.later(e, q, as_of))
     )
     cols = []
     for chip in post.chips:
