@@ -38,7 +38,6 @@ from runner.publish.sql import (
     CHIPS_SQL,
     DECLARATION_CELLS_SQL,
     DRAFTED_BY_WIDTH_RUNS_SQL,
-    DRAFTED_BY_WIDTH_SQL,
     GAP_VALUES_SQL,
     LAYOUT_SQL,
     LOAD_SQL,
@@ -47,7 +46,6 @@ from runner.publish.sql import (
     REMEASURED_SQL,
     REPETITIONS_SQL,
     REQUEST_VALUES_SQL,
-    ROUND_VALUES_SQL,
     RUN_SUMMARY_SQL,
     RUN_VALUES_SQL,
     TIMELINE_SQL,
@@ -132,12 +130,6 @@ class Reader:
             for c, a, k, m, mean, lo, hi, n in self._rows(CELLS_SQL, p)
         ]
 
-    def round_values(
-        self, experiment: str, quick: bool, metric: str, as_of: datetime | None = None
-    ) -> list[tuple[str, str, int, int, float]]:
-        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "metric": metric, "label": None}
-        return [(c, a, int(k), int(r), v) for c, a, k, r, v in self._rows(ROUND_VALUES_SQL, p)]
-
     def run_values(
         self, experiment: str, quick: bool, as_of: datetime | None = None, label: str | None = None
     ) -> dict[tuple, dict[str, float | None]]:
@@ -209,15 +201,6 @@ class Reader:
             TokenTime(a, int(r), lab, float(t), float(g)) for a, r, lab, t, g in self._rows(TIMELINE_SQL, p)
         ]
 
-    def drafted_by_width(
-        self, experiment: str, quick: bool, as_of: datetime | None = None
-    ) -> list[tuple[str, str, int, int, int, float]]:
-        p = {"experiment": experiment, "quick": quick, "as_of": as_of}
-        return [
-            (c, a, int(w), int(n), int(d), float(s))
-            for c, a, w, n, d, s in self._rows(DRAFTED_BY_WIDTH_SQL, p)
-        ]
-
     def drafted_by_width_runs(self, experiment: str, quick: bool) -> dict[WidthKey, WidthRuns]:
         """(chip, arm, width) -> passes and drafted passes per run, for intervals."""
         out: dict[WidthKey, WidthRuns] = {}
@@ -262,40 +245,20 @@ class Reader:
     def repetition_starts(self, experiment: str, arm: str) -> list[datetime]:
         return [r[0] for r in self._rows(REPETITIONS_SQL, {"experiment": experiment, "arm": arm})]
 
-    def _has_load(self) -> bool:
-        cols = {
-            r[0]
-            for r in self.con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'"
-            ).fetchall()
-        }
-        return {"loadavg_start", "loadavg_end", "steal_fraction", "busy_fraction_other"} <= cols
-
     def load_by_chip(self, experiment: str, quick: bool) -> dict[str, dict]:
-        """chip_id -> the load figures of its runs (empty for databases without them)."""
-        if not self._has_load():
-            return {}
+        """chip_id -> the load figures of its runs."""
         p = {"experiment": experiment, "quick": quick, "as_of": None}
         keys = ("runs", "load_min", "load_max", "steal_max", "busy_other_max", "with_load")
         return {r[0]: dict(zip(keys, r[1:])) for r in self._rows(LOAD_SQL, p)}
 
     def busy_cells(self, experiment: str, quick: bool) -> set[CellKey]:
-        if not self._has_load():
-            return set()
         p = {"experiment": experiment, "quick": quick, "as_of": None, **BUSY}
         return {CellKey(c, a, int(k)) for c, a, k in self._rows(BUSY_CELLS_SQL, p)}
 
     def arm_runtimes(self, experiment: str, quick: bool) -> dict[str, ArmRuntime]:
         """arm -> (its runtime, whether its runs have per-pass rows)."""
-        cols = {
-            r[0]
-            for r in self.con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'"
-            ).fetchall()
-        }
-        sql = ARM_RUNTIMES_SQL if "runtime" in cols else ARM_RUNTIMES_SQL.replace("c.runtime", "NULL")
         p = {"experiment": experiment, "quick": quick, "as_of": None}
-        return {a: ArmRuntime(rt, bool(has)) for a, rt, has in self._rows(sql, p)}
+        return {a: ArmRuntime(rt, bool(has)) for a, rt, has in self._rows(ARM_RUNTIMES_SQL, p)}
 
     def remeasured(self, experiment: str, quick: bool, since: datetime) -> list[LaterRun]:
         """Complete runs started at or after `since`."""
