@@ -1,11 +1,17 @@
-"""Shared fixtures: tiny random checkpoints in the HF GLM-4.5 MoE layout, written once
-per session, and a cache of engines keyed by knobs so property tests reuse them."""
+"""Shared fixtures, found by pytest in every test file:
+
+- tiny random checkpoints in the HF GLM-4.5 MoE layout, written once per session;
+- a cache of engines keyed by knobs, so property tests reuse them;
+- `fixture_db`: the generator's session-wide fixture database (`fixture_db.py`).
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
+from fixture_db import build_fixture
 from hypothesis import HealthCheck, settings
 
 from runner.blas import OPT_OUT
@@ -69,3 +75,10 @@ def engine_cache(tiny_checkpoint):
         return eng
 
     return get
+
+
+@pytest.fixture(scope="session")
+def fixture_db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("db") / "runs.duckdb"
+    build_fixture(path)
+    return path

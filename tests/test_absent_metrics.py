@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest_publish import build_site, dedent, write_project
 from fixture_db import DECLARATION, DEFAULT_CHIPS, EXPERIMENT, MODEL, _run_rows, build_fixture
+from publish_project import build_site, dedent, write_project
 
 from runner.publish.metrics import PER_PASS
 from runner.publish.queries import Reader

@@ -6,9 +6,8 @@ from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
-from conftest_publish import *  # noqa: F401,F403  (fixtures)
-from conftest_publish import build_site, write_project
 from fixture_db import FixtureChip, build_fixture, remeasure
+from publish_project import build_site, write_project
 
 from runner.publish.commands import main_audit
 from runner.publish.post import render_post

@@ -3,9 +3,8 @@
 from datetime import datetime
 
 import numpy as np
-from conftest_publish import *  # noqa: F401,F403  (fixtures)
-from conftest_publish import write_project
 from fixture_db import FixtureChip, build_fixture
+from publish_project import write_project
 
 from runner.publish.intervals import Intervals
 from runner.publish.post import render_post

@@ -6,7 +6,6 @@ import re
 from datetime import datetime
 
 import pytest
-from conftest_publish import *  # noqa: F401,F403  (fixtures)
 from fixture_db import FixtureChip
 
 from runner.publish.post import render_post

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest_publish import *  # noqa: F401,F403  (fixtures)
-from conftest_publish import post_text, write_project
 from fixture_db import FixtureChip, _run_rows
+from publish_project import post_text, write_project
 
 from runner.cli import main as cli
 from runner.experiments.declaration import load, parse
