@@ -11,6 +11,7 @@ from publish_project import build_site, dedent, write_project
 
 from runner.publish.metrics import PER_PASS
 from runner.publish.queries import Reader
+from runner.store.cell import CellRecord
 from runner.store.store import Store
 
 CHIP = DEFAULT_CHIPS[0]
@@ -30,18 +31,20 @@ def db(tmp_path_factory) -> Path:
             for r in range(2):
                 requests, _ = _run_rows(rng, CHIP, "off", c, 2, 0)
                 run = st.begin_run(
-                    experiment=EXPERIMENT,
-                    declaration_sha256=DECLARATION,
-                    arm="served",
-                    concurrency=c,
-                    round=r,
+                    CellRecord(
+                        experiment=EXPERIMENT,
+                        declaration_sha256=DECLARATION,
+                        arm="served",
+                        concurrency=c,
+                        round=r,
+                        seed=0,
+                        quick=False,
+                        runtime="mlx-lm-server",
+                    ),
                     chip_id=fx.chip_ids[CHIP.name],
                     model_sha256=MODEL,
                     code_version="abc1234",
-                    seed=0,
-                    quick=False,
                     knobs={"runtime": "mlx-lm-server"},
-                    runtime="mlx-lm-server",
                 )
                 st.append_requests(
                     run, [{**q, "cached_tokens": None, "output_sha256": None} for q in requests]

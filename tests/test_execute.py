@@ -17,6 +17,7 @@ from runner.engine import EngineConfig
 from runner.experiments.declaration import load
 from runner.experiments.execute import plan_cells, run_experiment
 from runner.experiments.progress import Progress
+from runner.store.cell import CellRecord
 from runner.store.store import Store
 from runner.train.random_init import write_random_checkpoint
 
@@ -183,17 +184,19 @@ def test_resume_after_interruption_runs_only_missing_cells(tmp_path):
     with Store.open(db) as st:  # what a SIGKILLed process leaves behind: a 'running' row
         chip_id = query_chip(st)
         st.begin_run(
-            experiment="resume",
-            declaration_sha256=exp.sha256,
-            arm="on",
-            concurrency=2,
-            round=0,
+            CellRecord(
+                experiment="resume",
+                declaration_sha256=exp.sha256,
+                arm="on",
+                concurrency=2,
+                round=0,
+                seed=11,
+                quick=True,
+            ),
             chip_id=chip_id,
             model_sha256="m",
             code_version="c",
             knobs={},
-            seed=11,
-            quick=True,
         )
     summary = run_experiment(exp, db, Progress(mode="plain"))
     assert (summary.planned, summary.skipped, summary.completed) == (4, 2, 2)

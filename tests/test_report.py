@@ -29,6 +29,7 @@ from runner.report import build
 from runner.report import main as report
 from runner.report_inputs import named_experiments
 from runner.store import measurements
+from runner.store.cell import CellRecord
 from runner.store.store import Store
 from runner.train.random_init import write_random_checkpoint
 
@@ -211,17 +212,19 @@ def test_a_fresh_clone_with_data_from_another_chip_builds_without_measuring(proj
         for cell in plan_cells(exp):
             reqs, passes = _run_rows(rng, chip, cell.arm, cell.concurrency, 1, 10)
             run = st.begin_run(
-                experiment="alpha",
-                declaration_sha256=exp.sha256,
-                arm=cell.arm,
-                concurrency=cell.concurrency,
-                round=cell.round,
+                CellRecord(
+                    experiment="alpha",
+                    declaration_sha256=exp.sha256,
+                    arm=cell.arm,
+                    concurrency=cell.concurrency,
+                    round=cell.round,
+                    seed=5,
+                    quick=False,
+                ),
                 chip_id=chip_id,
                 model_sha256="m" * 64,
                 code_version="abc",
                 knobs={},
-                seed=5,
-                quick=False,
                 started_at=datetime(2026, 11, 28, 8),
             )
             st.append_requests(run, reqs)

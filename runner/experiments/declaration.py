@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.engine.checkpoint import resolve_checkpoint
 from runner.runtimes import knobs as runtime_knobs
 from runner.runtimes.knobs import DEFAULT_RUNTIME
 
@@ -88,6 +87,7 @@ class Experiment:
     sha256: str  # of the file's bytes: a changed declaration means new cells
     title: str
     model: str  # as written: "tiny" or a path
+    checkpoint: Path  # the model's directory, resolved once (validate.py) for the whole run
     seed: int
     rounds: int
     concurrency: tuple[int, ...]
@@ -111,7 +111,7 @@ class Experiment:
         runtime = knobs.pop("runtime", DEFAULT_RUNTIME)
         if runtime == DEFAULT_RUNTIME:
             return knobs
-        return runtime_knobs.check(runtime, knobs, resolve_checkpoint(self.model))[0]
+        return runtime_knobs.check(runtime, knobs, self.checkpoint)[0]
 
     def ceiling(self, arm: str) -> int:
         return runtime_knobs.ceiling(self.knobs(arm))

@@ -20,8 +20,6 @@ import json
 import math
 from typing import Iterable, Protocol
 
-from runner.engine.checkpoint import resolve_checkpoint
-
 from .declaration import Experiment
 
 # Rough costs of the small shipped checkpoints on a CPU, per decoder layer (a pass's cost
@@ -41,7 +39,7 @@ class _Cell(Protocol):
 
 def _layers(exp: Experiment) -> int:
     try:
-        config = json.loads((resolve_checkpoint(exp.model) / "config.json").read_text())
+        config = json.loads((exp.checkpoint / "config.json").read_text())
         return int(config["num_hidden_layers"]) + int(config.get("num_nextn_predict_layers") or 0)
     except (OSError, ValueError, KeyError, TypeError):
         return DEFAULT_LAYERS

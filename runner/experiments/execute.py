@@ -36,8 +36,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.engine.checkpoint import checkpoint_sha256, resolve_checkpoint
+from runner.engine.checkpoint import checkpoint_sha256
 from runner.runtimes import Runtime, RuntimeFault, start
+from runner.store.cell import CellRecord
 from runner.store.store import Store
 
 from . import chip, load
@@ -50,15 +51,25 @@ from .progress import CellLabel, CellTarget, Progress
 from .workload import PromptStream
 
 
-@dataclass(frozen=True)
-class Cell:
-    arm: str
-    concurrency: int
-    round: int
-
-
-def plan_cells(exp: Experiment) -> list[Cell]:
-    return [Cell(arm, c, r) for r in range(exp.rounds) for c in sorted(exp.concurrency) for arm in exp.arms]
+def plan_cells(exp: Experiment) -> list[CellRecord]:
+    """Every cell of the declaration, ordered round -> concurrency -> arm (arms interleave)."""
+    return [
+        CellRecord(
+            experiment=exp.name,
+            declaration_sha256=exp.sha256,
+            arm=arm,
+            concurrency=c,
+            round=r,
+            seed=exp.seed,
+            quick=exp.quick,
+            runtime=exp.runtime(arm),
+            slo_ttft_ms=exp.workload.slo_ttft_ms,
+            slo_tpot_ms=exp.workload.slo_tpot_ms,
+        )
+        for r in range(exp.rounds)
+        for c in sorted(exp.concurrency)
+        for arm in exp.arms
+    ]
 
 
 def run_cell(
@@ -132,8 +143,8 @@ class RunSummary:
     planned: int = 0
     skipped: int = 0
     completed: int = 0
-    failed_cell: Cell | None = None  # the cell an error stopped the run in
-    faults: list[tuple[Cell, str]] = field(default_factory=list)  # cells a runtime fault cost
+    failed_cell: CellRecord | None = None  # the cell an error stopped the run in
+    faults: list[tuple[CellRecord, str]] = field(default_factory=list)  # cells a runtime fault cost
 
 
 def run_experiment(
@@ -142,7 +153,7 @@ def run_experiment(
     cells = plan_cells(exp)
     summary = RunSummary(planned=len(cells))
     fingerprint, code = chip.fingerprint(), chip.code_version()
-    checkpoint = resolve_checkpoint(exp.model)
+    checkpoint = exp.checkpoint
     with Store.open(db_path) as st:
         stale = st.fail_stale_runs()
         if stale:
@@ -155,7 +166,7 @@ def run_experiment(
                 experiment=exp.name, declaration_sha256=exp.sha256, chip_id=chip_id, quick=exp.quick
             )
         )
-        todo = [c for c in cells if (c.arm, c.concurrency, c.round) not in done]
+        todo = [c for c in cells if c.key not in done]
         summary.skipped = len(cells) - len(todo)
         if summary.skipped:
             progress.note(
@@ -196,7 +207,7 @@ def run_experiment(
 def _cell(
     st: Store,
     exp: Experiment,
-    cell: Cell,
+    cell: CellRecord,
     runtime: Runtime | RuntimeFault,
     stream: PromptStream,
     progress: Progress,
@@ -205,20 +216,7 @@ def _cell(
     run: dict,
 ) -> None:
     knobs = runtime.knobs if isinstance(runtime, Runtime) else exp.runtime_knobs(cell.arm)
-    run_id = st.begin_run(
-        experiment=exp.name,
-        declaration_sha256=exp.sha256,
-        arm=cell.arm,
-        concurrency=cell.concurrency,
-        round=cell.round,
-        knobs=knobs,
-        seed=exp.seed,
-        quick=exp.quick,
-        runtime=exp.runtime(cell.arm),
-        slo_ttft_ms=exp.workload.slo_ttft_ms,
-        slo_tpot_ms=exp.workload.slo_tpot_ms,
-        **run,
-    )
+    run_id = st.begin_run(cell, knobs=knobs, **run)
     w = exp.workload
     target = CellTarget(
         min_requests(w, cell.concurrency),

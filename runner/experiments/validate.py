@@ -128,7 +128,7 @@ def check(doc: dict) -> tuple[dict, list[tuple[str, str]]]:
     if "arms" in doc and isinstance(doc["arms"], dict) and not doc["arms"]:
         c.bad("arms", "declare at least one arm, e.g. [arms.base]")
     out["engine"], out["arms"] = engine, arms
-    checkpoint = _checkpoint(c, out["model"])
+    out["checkpoint"] = checkpoint = _checkpoint(c, out["model"])
     _arm_knobs(c, engine, arms, concurrency, checkpoint)
     _prompts(c, out["workload"], checkpoint)
     check_context(c, out["workload"], checkpoint)
