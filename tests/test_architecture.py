@@ -1,7 +1,8 @@
 """The boundaries ARCHITECTURE.md states, checked on the source: every module under
 `runner/` named there, no import circles (imports under TYPE_CHECKING and inside
-functions count), the engine importing nothing else of `runner`, and DuckDB imported
-only by the store and the query layer."""
+functions count), the engine importing nothing else of `runner`, measuring and
+publishing importing nothing from training, and DuckDB imported only by the store and
+the query layer."""
 
 from __future__ import annotations
 
@@ -137,6 +138,16 @@ def test_the_engine_imports_nothing_else_of_runner():
         n: sorted(m for m in GRAPH[n] if not m.startswith("runner.engine"))
         for n in MODULES
         if n.startswith("runner.engine")
+    }
+    assert not {n: m for n, m in bad.items() if m}
+
+
+def test_measuring_and_publishing_import_nothing_from_training():
+    packages = ("runner.experiments", "runner.runtimes", "runner.store", "runner.publish")
+    bad = {
+        n: sorted(m for m in GRAPH[n] if m.startswith("runner.train"))
+        for n in MODULES
+        if n.startswith(packages)
     }
     assert not {n: m for n, m in bad.items() if m}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 
 from ..engine import Engine, collect
-from ..train.data import read_prompts
+from ..prompts import read_prompts
 from .stats import machine_line, ratio_spread, spread
 
 ARMS = {

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from runner.train.data import PromptsError, read_prompts
+from runner.prompts import PromptsError, read_prompts
 
 from .declaration import Workload
 

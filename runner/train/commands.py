@@ -127,6 +127,7 @@ def prepare_and_train(args: argparse.Namespace) -> None:
     import mlx.core as mx
 
     from ..engine.checkpoint import load_tokenizer
+    from ..prompts import write_prompts
     from . import corpus, data, loop
     from .random_init import write_tokenizer
 
@@ -148,7 +149,7 @@ def prepare_and_train(args: argparse.Namespace) -> None:
     eos = tok.token_to_id(data.EOS_TOKEN)
     stream = data.encode_stream(tok, train_texts, eos)
     prompts = data.heldout_prompts(heldout_texts)
-    data.write_prompts(prompts, out / "heldout.jsonl")
+    write_prompts(prompts, out / "heldout.jsonl")
 
     cfg = loop.TrainConfig(seed=args.seed)
     if args.steps:
