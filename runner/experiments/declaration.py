@@ -1,10 +1,12 @@
 """An experiment declaration (`reports/experiments/<name>.toml`) -> an Experiment.
 
-Every problem (TOML syntax, unknown key, wrong type, a concurrency list without 1 or the
-ceiling, a knob the engine rejects, a missing model) is collected and raised together as
-one DeclarationError whose lines each name the file, the key and the reason. Nothing
-runs before a declaration is valid. This module does not build workloads or run cells.
-Relative paths (model, workload.prompts) are taken from the current directory.
+- Every problem (TOML syntax, unknown key, wrong type, a concurrency list without 1 or
+  the ceiling, a knob the engine rejects, a missing model) is collected and raised
+  together as one DeclarationError whose lines each name the file, the key and the
+  reason. Nothing runs before a declaration is valid.
+- The model is resolved to its directory once (`Experiment.checkpoint`); relative paths
+  (model, workload.prompts) are taken from the current directory.
+- It builds no workload and runs no cell.
 """
 
 from __future__ import annotations

@@ -1,33 +1,34 @@
 """Running an experiment's cells on each arm's runtime and handing their raw rows to the store.
 
-Cells are arm x concurrency x round, ordered round -> concurrency -> arm so that the
-arms interleave (A B A B) and machine drift hits them alike. With `arrivals = "closed"`
-(the default) a cell at concurrency c is c closed-loop clients: each sends its next
-prompt when its last request finishes, taking client c's i-th prompt from the workload's
-unbounded seeded stream (request_id = i * width + c, see workload.py). Cells are sized
-by time: a client keeps sending while it has sent fewer than requests_per_client, or
-while the cell has run less than
-min_cell_seconds (from its t0) or produced fewer than min_cell_tokens output tokens (of
-finished requests); the requests then in flight finish and are kept. The rule is the
-same for every arm, so every arm replays the same requests in the same order and a
-faster arm simply replays more of the stream. Open-loop arrivals (a Poisson process or
-a script, at most c requests in flight) are openloop.py's, their schedules arrivals.py's,
-sized by the same minimums. Each arm has one runtime (runner.runtimes: our engine,
-mlx-lm in-process, an mlx_lm.server the runner starts, or any OpenAI-compatible server),
-started and warmed up before its first timed cell, outside any cell's clock, and
-stopped when the run ends however it ends. Request rows and pass events are buffered in
-memory during a cell and written between cells, so logging does not perturb the timing;
-per-token times ride on the request rows (token_ns) and are stored as the tokens table's
-rows, in the same transaction as the requests (none for a request whose runtime cannot
-time its tokens). The run stores the declared SLO (runs.slo_ttft_ms, slo_tpot_ms).
-A runtime without per-pass rows stores none (absent, not zero). The machine's load
-(load.py) is sampled just outside the cell's clock and stored with the run. Cells
-already complete in the database (same experiment, declaration sha256, chip and quick
-flag) are skipped: this is how a run resumes; with `remeasure` every cell runs again and
-its new run is appended (pages use the newest run of a cell). A runtime fault (a server
-unreachable, dead, erroring or silent) marks its cell failed, is reported as one line
-and the run goes on; any other error (Ctrl-C included) marks the cell failed and goes on
-up. This module does not parse declarations, render pages or print anything itself.
+- Cells: arm x concurrency x round (`plan_cells`, one `CellRecord` each), ordered round ->
+  concurrency -> arm so that the arms interleave (A B A B) and machine drift hits them
+  alike.
+- Closed loop (`arrivals = "closed"`, the default): a cell at concurrency c is c clients,
+  each sending its next prompt when its last request finishes; client c's i-th prompt is
+  request i * width + c of the workload's unbounded seeded stream (workload.py).
+  Open-loop arrivals (a Poisson process or a script, at most c requests in flight) are
+  openloop.py's, their schedules arrivals.py's.
+- Sized by time, the same rule for every arm: a client keeps sending while it has sent
+  fewer than requests_per_client, or the cell has run less than min_cell_seconds (from
+  its t0) or produced fewer than min_cell_tokens output tokens (of finished requests);
+  the requests then in flight finish and are kept. Every arm replays the same requests
+  in the same order; a faster arm replays more of the stream.
+- One runtime an arm (runner.runtimes: our engine, mlx-lm in-process, an mlx_lm.server the
+  runner starts, or any OpenAI-compatible server), started and warmed up before its
+  first cell, outside any cell's clock, and stopped when the run ends however it ends.
+- Rows are buffered in memory during a cell and written between cells, so logging does
+  not perturb the timing. Per-token times ride on the request rows (token_ns) and become
+  the tokens table's rows in the same transaction (none for a runtime that cannot time
+  its tokens); a runtime without per-pass rows stores none (absent, not zero). The
+  machine's load (load.py) is sampled just outside the cell's clock and stored with the
+  run, as is the declared SLO.
+- Resuming: cells complete in the database (same experiment, declaration sha256, chip
+  and quick flag) are skipped; with `remeasure` every cell runs again and its new run is
+  appended (pages use the newest run of a cell).
+- Faults: a runtime fault (a server unreachable, dead, erroring or silent) fails its cell
+  with one line and the run goes on; any other error (Ctrl-C included) fails the cell
+  and goes on up.
+- It parses no declaration, renders no page and prints nothing itself.
 """
 
 from __future__ import annotations

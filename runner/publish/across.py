@@ -1,12 +1,13 @@
 """What later data says about a post: the claims-on-every-chip table and the automatic
 update notes for measurements made after the post's date.
 
-A post's claims are judged on its home data (`home.py`). Here the same body is rendered
-again with each other chip (and the home chip's newest data) as the judging view, and
-each claim's value and plain verdict there are collected: shown, never a build failure.
-Each later measurement (a chip and a code version, with runs after the post's date) gets
-a dated note saying which cells it measured and what it says of the claims. This module
-compares verdicts and writes text; `post.py` renders.
+- A post's claims are judged on its home data (`home.py`). Here the same body is
+  rendered again with each other chip (and the home chip's newest data) as the judging
+  view, and each claim's value and plain verdict there are collected: shown, never a
+  build failure.
+- Each later measurement (a chip and a code version, with runs after the post's date)
+  gets a dated note saying which cells it measured and what it says of the claims.
+- It compares verdicts and writes text; `post.py` renders.
 """
 
 from __future__ import annotations

@@ -1,12 +1,14 @@
-"""Renders one data-bearing post: the sandboxed body, the update notes and quick-data
-banner at the top, and the provenance and audit sections at the end.
+"""Renders one data-bearing post, in named phases (`render_post`).
 
-Input is the post's Markdown body and front matter; output is Markdown holding
-placeholder tokens, the HTML for each token, every failure, the claims' verdicts and the
-post's downloads. Front matter: `experiment:` or `experiments: [a, b]` (the first is the
-default of every call's `experiment=`), `chip:` (the home chip, `home.py`), `base:` (the
-default base arm; otherwise each declaration's first arm), `date:` and `updates:`.
-It knows nothing about mkdocs (the plugin and `runner audit` share it).
+- Input: the post's Markdown body and front matter. Output: Markdown holding placeholder
+  tokens, the HTML for each token, every failure, the claims' verdicts and the post's
+  downloads.
+- Phases: the sandboxed body; the update notes and quick-data banner under its title;
+  the provenance and audit sections at its end; then assembly.
+- Front matter: `experiment:` or `experiments: [a, b]` (the first is the default of every
+  call's `experiment=`), `chip:` (the home chip, `home.py`), `base:` (the default base
+  arm; otherwise each declaration's first arm), `date:` and `updates:`.
+- It knows nothing about mkdocs (the plugin and `runner audit` share it).
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """The data a post body's functions read, bound to one post and one of its experiments.
 
-Values come from `views.View` (which reads through `queries.Reader`); blocks render a
-template and hand back a placeholder token (the HTML is swapped in after Markdown, so
-Markdown never touches it).
-Problems never stop the post: they are recorded with the post line that caused them and
-reported together at the end of the build. Values handed to the sandbox hold no
-reference to the database or to these objects.
+- Values come from `views.View` (which reads through `queries.Reader`); blocks render a
+  template and hand back a placeholder token (the HTML is swapped in after Markdown, so
+  Markdown never touches it).
+- What a rendering collects (failures, verdicts, blocks, SQL downloads) lives on its
+  one `PostState`, shared by the post's experiments.
+- Problems never stop the post: they are recorded with the post line that caused them
+  and reported together at the end of the build.
+- Values handed to the sandbox hold no reference to the database or to these objects.
 """
 
 from __future__ import annotations

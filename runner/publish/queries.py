@@ -1,10 +1,11 @@
 """The only reader of DuckDB for pages: one named method per question a page asks.
 
-Every aggregate is computed in DuckDB SQL over complete runs; Python receives per-cell
-and per-run results, and, for the bootstrap (`intervals.py`), per-request values as
-numpy arrays (never a Python loop over pass or request rows). Every query is sorted so
-that the same database always yields the same page. This module does not format or
-render anything and never writes to the database.
+- Every aggregate is computed in DuckDB SQL over complete runs; Python receives per-cell
+  and per-run results and, for the bootstrap (`intervals.py`), per-request values as
+  numpy arrays (never a Python loop over pass or request rows).
+- Rows come out named (`rows.py`, `CellStat`, `Chip`), never as bare tuples.
+- Every query is sorted, so the same database always yields the same page.
+- It formats and renders nothing, and never writes to the database.
 """
 
 from __future__ import annotations

@@ -1,7 +1,11 @@
-"""The SQL behind every page question, by name: the runs a page uses, per-run and
-per-request values, per-pass summaries, layout and provenance. `queries.Reader` runs
-them; a block's "SQL behind this table" download is one of them with its parameters
-written in (`inline_sql`). Text only: nothing here connects to a database.
+"""The SQL behind every page question, by name.
+
+- The runs a page uses, per-run and per-request values, per-pass summaries, layout and
+  provenance; each per-request figure's expression is written once (`PREFILL_TPS`,
+  `DECODE_TPS`, `TTFT_MS`, `TPOT_MS`).
+- `queries.Reader` runs them; a block's "SQL behind this table" download is one of them
+  with its parameters written in (`inline_sql`).
+- Text only: nothing here connects to a database.
 """
 
 from __future__ import annotations

@@ -1,12 +1,14 @@
-"""The only writer of the bothrows DuckDB file: open (with its write lock), migrate (the
-schema's history is migrations.py's), and append chips, runs, requests, per-token times
-and passes.
+"""The only writer of the bothrows DuckDB file.
 
-Append-only: a re-measurement adds runs; nothing changes in place except what a run's
-finish records (its status, finish time and the machine-load figures taken over its
-cell). Rows go in as Arrow tables, never one `executemany` row at a time.
-This module does not read data for pages (that is `runner.publish.queries`) and knows
-nothing about the engine or experiments beyond the column names.
+- Open (with its write lock), migrate (the schema's history is migrations.py's), and
+  append chips, runs (one a `CellRecord`, `cell.py`), requests, per-token times and
+  passes.
+- Append-only: a re-measurement adds runs; nothing changes in place except what a run's
+  finish records (its status, finish time and the machine-load figures taken over its
+  cell).
+- Rows go in as Arrow tables, never one `executemany` row at a time.
+- It reads no data for pages (that is `runner.publish.queries`) and knows nothing about
+  the engine or experiments beyond the column names.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Corpus text -> token streams, training batches and held-out prompts.
 
-Files are tokenized one by one and joined with `<|endoftext|>`; batches are seeded
-random windows of the train stream, each `context + 2` tokens long so that the MTP
-loss (token t+2) has a target at every position. Held-out prompts are line-aligned
-chunks of held-out files only (their JSONL file is `runner/prompts.py`'s). This file
-knows nothing about the model.
+- Files are tokenized one by one and joined with `<|endoftext|>`.
+- Batches are seeded random windows of the train stream, each `context + 2` tokens long,
+  so that the MTP loss (token t+2) has a target at every position.
+- Held-out prompts are line-aligned chunks of held-out files only; their JSONL file is
+  `runner/prompts.py`'s.
+- It knows nothing about the model.
 """
 
 from __future__ import annotations
