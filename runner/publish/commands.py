@@ -22,8 +22,9 @@ from mkdocs.utils.meta import get_data
 
 from runner.publish import queries
 from runner.publish.across import plain
+from runner.publish.frontmatter import experiments_of, is_data_post
 from runner.publish.plugin import database_of, line_offset
-from runner.publish.post import experiments_of, is_data_post, render_post
+from runner.publish.post import render_post
 from runner.store.store import StoreError
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tomllib
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
@@ -24,6 +23,7 @@ from pathlib import Path
 from runner.publish import across, queries
 from runner.publish.api import post_api
 from runner.publish.claims import Verdict
+from runner.publish.frontmatter import declared, downloads_folder, experiments_of
 from runner.publish.home import Judging, match_chip, resolve_home
 from runner.publish.notes import Note, as_day, declared_notes
 from runner.publish.postdata import Failure, PostData, PostState, chip_labels
@@ -46,39 +46,6 @@ class RenderedPost:
     downloads: Downloads | None = None
     columns: list[across.Column] = field(default_factory=list)  # claims on every chip
     home_label: str = ""
-
-
-def downloads_folder(src_uri: str) -> str:
-    stem = src_uri[:-3] if src_uri.endswith(".md") else src_uri
-    return "downloads/" + re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-")
-
-
-def experiments_of(meta: dict) -> tuple[list[str], list[str]]:
-    """The post's experiments (front matter `experiments:` or `experiment:`) and problems."""
-    many, one = meta.get("experiments"), meta.get("experiment")
-    if many is not None:
-        if not isinstance(many, list) or not many or not all(isinstance(e, str) and e for e in many):
-            return [], ["front matter field 'experiments' must be a non-empty list of experiment names"]
-        return list(dict.fromkeys(many)), []
-    if not isinstance(one, str) or not one:
-        return [], ["front matter field 'experiment' must name an experiment"]
-    return [one], []
-
-
-def is_data_post(meta: dict) -> bool:
-    return "experiment" in meta or "experiments" in meta
-
-
-def declared(declarations: Path | None, experiment: str) -> tuple[tuple[str, ...], str]:
-    """The arms of the experiment's declaration in file order (the default base is the
-    first) and its model; ((), experiment) when the declaration is not readable here."""
-    path = declarations / f"{experiment}.toml" if declarations else None
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8")) if path else {}
-    except (OSError, tomllib.TOMLDecodeError):
-        return (), experiment
-    arms, model = doc.get("arms", {}), doc.get("model", experiment)
-    return (tuple(arms) if isinstance(arms, dict) else ()), str(model)
 
 
 def _render_body(body: str, datas: dict[str, PostData], default: str) -> str:
