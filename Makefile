@@ -38,7 +38,10 @@ openblas:
 data: setup
 	$(PY) -m runner.report --load-only
 
+# The formatter and the linter first (pyproject.toml's [tool.ruff]): drift fails the suite.
 test: setup browser data
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 
 report: setup openblas

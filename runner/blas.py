@@ -143,7 +143,8 @@ def reexec_with_openblas(argv: list[str]) -> None:
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     print(
         f"{argv[0]}: re-running with LD_PRELOAD={env['LD_PRELOAD']} (Debian's OpenBLAS instead of MLX's "
-        f"bundled reference BLAS{', small-row products by runner/native/small_sgemm_blas.c' if small else ''}; "
+        f"bundled reference BLAS"
+        f"{', small-row products by runner/native/small_sgemm_blas.c' if small else ''}; "
         f"OPENBLAS_NUM_THREADS={env['OPENBLAS_NUM_THREADS']}; --no-openblas keeps the reference)",
         file=sys.stderr,
         flush=True,

@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from .engine.checkpoint import CheckpointError, resolve_checkpoint
-    from .train.data import read_prompts
+    from .prompts import read_prompts
 
     try:
         engine = Engine.from_pretrained(args.model, max_batch_size=4, mtp=args.mtp)

@@ -64,7 +64,7 @@ def data_state(db: Path, exp) -> DataState:
     from runner.experiments.execute import plan_cells
     from runner.publish.queries import QueryError, Reader
 
-    planned = {(c.arm, c.concurrency, c.round) for c in plan_cells(exp)}
+    planned = {c.key for c in plan_cells(exp)}
     try:
         with Reader(db) as reader:
             by_chip = reader.declaration_cells(exp.name, exp.sha256)
@@ -75,18 +75,7 @@ def data_state(db: Path, exp) -> DataState:
     return DataState(complete, runs, _utc(newest) if newest else None)
 
 
-def source_date_epoch(db: Path) -> int | None:
-    """The newest finish time of any complete run in the database, in Unix seconds."""
-    if not db.is_file():
-        return None
-    from runner.publish.queries import Reader
-
-    with Reader(db) as reader:
-        newest = reader.run_summary()[1]
-    return int(_utc(newest).timestamp()) if newest else None
-
-
-def build(config_file: Path, site_dir: Path | None, db: Path) -> int:
+def build(config_file: Path, site_dir: Path | None) -> int:
     """`runner build` (strict): the database is already loaded; build_site sets
     SOURCE_DATE_EPOCH from the data unless it is set."""
     from runner.publish.commands import build_site
@@ -192,7 +181,7 @@ def report(
         print(f"report: measured in {_duration(time.perf_counter() - t)}")
         _load(db)
     t = time.perf_counter()
-    rc = build(config_file, site_dir, db)
+    rc = build(config_file, site_dir)
     if rc == 0:
         print(f"report: site built in {time.perf_counter() - t:.0f} s")
     return rc

@@ -45,7 +45,7 @@ def named_experiments(docs_dir: Path) -> dict[str, list[tuple[Path, str]]]:
     """Experiment name -> (post, front matter field) naming it, over every page, sorted."""
     from mkdocs.utils.meta import get_data
 
-    from runner.publish.post import experiments_of, is_data_post
+    from runner.publish.frontmatter import experiments_of, is_data_post
 
     named: dict[str, list[tuple[Path, str]]] = {}
     problems = []

@@ -1,12 +1,20 @@
-"""Shared fixtures: tiny random checkpoints in the HF GLM-4.5 MoE layout, written once
-per session, and a cache of engines keyed by knobs so property tests reuse them."""
+"""Shared fixtures, found by pytest in every test file:
+
+- tiny random checkpoints in the HF GLM-4.5 MoE layout, written once per session;
+- a cache of engines keyed by knobs, so property tests reuse them;
+- `fixture_db`: the generator's session-wide fixture database (`fixture_db.py`);
+- `server`: an mlx_lm.server started as a user would, one a test module (`mlx_server.py`).
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
+from fixture_db import build_fixture
 from hypothesis import HealthCheck, settings
+from mlx_server import user_server
 
 from runner.blas import OPT_OUT
 from runner.engine import Engine
@@ -69,3 +77,17 @@ def engine_cache(tiny_checkpoint):
         return eng
 
     return get
+
+
+@pytest.fixture(scope="session")
+def fixture_db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("db") / "runs.duckdb"
+    build_fixture(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def server():
+    """An mlx_lm.server started outside the runner: (base_url, pid)."""
+    with user_server() as started:
+        yield started

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from runner.store.cell import CellRecord
 from runner.store.store import Store
 
 EXPERIMENT = "spec-fixture"
@@ -181,17 +182,19 @@ def build_fixture(
                             request_noise,
                         )
                         run = st.begin_run(
-                            experiment=experiment,
-                            declaration_sha256=DECLARATION,
-                            arm=arm,
-                            concurrency=c,
-                            round=r,
+                            CellRecord(
+                                experiment=experiment,
+                                declaration_sha256=DECLARATION,
+                                arm=arm,
+                                concurrency=c,
+                                round=r,
+                                seed=seed,
+                                quick=quick,
+                            ),
                             chip_id=chip_id,
                             model_sha256=MODEL,
                             code_version=code_version,
                             knobs={"draft_policy": arm},
-                            seed=seed,
-                            quick=quick,
                             started_at=day.replace(hour=8, minute=r),
                         )
                         st.append_requests(run, reqs)
@@ -230,17 +233,19 @@ def remeasure(
             for q in reqs:  # stretch decode time by 1/speedup
                 q["done_ns"] = q["first_token_ns"] + int((q["done_ns"] - q["first_token_ns"]) / speedup)
             run = st.begin_run(
-                experiment=experiment,
-                declaration_sha256=DECLARATION,
-                arm=arm,
-                concurrency=concurrency,
-                round=r,
+                CellRecord(
+                    experiment=experiment,
+                    declaration_sha256=DECLARATION,
+                    arm=arm,
+                    concurrency=concurrency,
+                    round=r,
+                    seed=seed,
+                    quick=False,
+                ),
                 chip_id=chip_id,
                 model_sha256=MODEL,
                 code_version="def5678",
                 knobs={"draft_policy": arm},
-                seed=seed,
-                quick=False,
                 started_at=day.replace(hour=8, minute=r),
             )
             st.append_requests(run, reqs)

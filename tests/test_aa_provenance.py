@@ -4,7 +4,6 @@ coverage is below 80% asks a direction to clear the largest A/A change."""
 
 from __future__ import annotations
 
-from conftest_publish import *  # noqa: F401,F403  (fixtures)
 from fixture_db import FixtureChip, build_fixture
 
 from runner.publish.post import render_post

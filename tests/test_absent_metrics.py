@@ -6,11 +6,12 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest_publish import build_site, dedent, write_project
 from fixture_db import DECLARATION, DEFAULT_CHIPS, EXPERIMENT, MODEL, _run_rows, build_fixture
+from publish_project import build_site, dedent, write_project
 
 from runner.publish.metrics import PER_PASS
 from runner.publish.queries import Reader
+from runner.store.cell import CellRecord
 from runner.store.store import Store
 
 CHIP = DEFAULT_CHIPS[0]
@@ -30,18 +31,20 @@ def db(tmp_path_factory) -> Path:
             for r in range(2):
                 requests, _ = _run_rows(rng, CHIP, "off", c, 2, 0)
                 run = st.begin_run(
-                    experiment=EXPERIMENT,
-                    declaration_sha256=DECLARATION,
-                    arm="served",
-                    concurrency=c,
-                    round=r,
+                    CellRecord(
+                        experiment=EXPERIMENT,
+                        declaration_sha256=DECLARATION,
+                        arm="served",
+                        concurrency=c,
+                        round=r,
+                        seed=0,
+                        quick=False,
+                        runtime="mlx-lm-server",
+                    ),
                     chip_id=fx.chip_ids[CHIP.name],
                     model_sha256=MODEL,
                     code_version="abc1234",
-                    seed=0,
-                    quick=False,
                     knobs={"runtime": "mlx-lm-server"},
-                    runtime="mlx-lm-server",
                 )
                 st.append_requests(
                     run, [{**q, "cached_tokens": None, "output_sha256": None} for q in requests]
@@ -74,8 +77,10 @@ POST = dedent("""\
     ---
     # A server beside our engine
 
-    It drafted {{{{ claim("40", metric("drafted_passes", arm="served", concurrency=1, chip="Fixture M1")) }}}} times.
-    Ours drafted {{{{ claim("12%", gain("drafted_passes", arm="served", base="on", concurrency=1, chip="Fixture M1")) }}}} more.
+    It drafted {{{{ claim("40",
+        metric("drafted_passes", arm="served", concurrency=1, chip="Fixture M1")) }}}} times.
+    Ours drafted {{{{ claim("12%",
+        gain("drafted_passes", arm="served", base="on", concurrency=1, chip="Fixture M1")) }}}} more.
 
     {{{{ drafted_by_width_chart() }}}}
     """)

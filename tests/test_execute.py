@@ -17,6 +17,7 @@ from runner.engine import EngineConfig
 from runner.experiments.declaration import load
 from runner.experiments.execute import plan_cells, run_experiment
 from runner.experiments.progress import Progress
+from runner.store.cell import CellRecord
 from runner.store.store import Store
 from runner.train.random_init import write_random_checkpoint
 
@@ -101,8 +102,10 @@ def test_exact_row_accounting_per_run(setup):
         """
         SELECT r.concurrency, q.n, q.output_tokens, p.emitted, p.first_index
         FROM runs r
-        JOIN (SELECT run_id, count(*) n, sum(output_tokens) output_tokens FROM requests GROUP BY 1) q USING (run_id)
-        JOIN (SELECT run_id, sum(emitted) emitted, min(pass_index) first_index FROM passes GROUP BY 1) p USING (run_id)""",
+        JOIN (SELECT run_id, count(*) n, sum(output_tokens) output_tokens
+              FROM requests GROUP BY 1) q USING (run_id)
+        JOIN (SELECT run_id, sum(emitted) emitted, min(pass_index) first_index
+              FROM passes GROUP BY 1) p USING (run_id)""",
     )
     assert len(rows) == 8
     for concurrency, n, output_tokens, emitted, first_index in rows:
@@ -181,17 +184,19 @@ def test_resume_after_interruption_runs_only_missing_cells(tmp_path):
     with Store.open(db) as st:  # what a SIGKILLed process leaves behind: a 'running' row
         chip_id = query_chip(st)
         st.begin_run(
-            experiment="resume",
-            declaration_sha256=exp.sha256,
-            arm="on",
-            concurrency=2,
-            round=0,
+            CellRecord(
+                experiment="resume",
+                declaration_sha256=exp.sha256,
+                arm="on",
+                concurrency=2,
+                round=0,
+                seed=11,
+                quick=True,
+            ),
             chip_id=chip_id,
             model_sha256="m",
             code_version="c",
             knobs={},
-            seed=11,
-            quick=True,
         )
     summary = run_experiment(exp, db, Progress(mode="plain"))
     assert (summary.planned, summary.skipped, summary.completed) == (4, 2, 2)

@@ -12,7 +12,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest_publish import build_site
+from publish_project import build_site
 from test_publish_browser import CHROMIUM, _Quiet, chromium, console_messages, tables_too_wide
 
 from runner.cli import main as cli

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest_publish import build_site, post_text, write_project
 from fixture_db import EXPERIMENT, FixtureChip, build_fixture
+from publish_project import build_site, post_text, write_project
 
 from runner.cli import main as cli
 from runner.store import measurements

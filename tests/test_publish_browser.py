@@ -9,8 +9,7 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest_publish import *  # noqa: F401,F403  (fixtures)
-from conftest_publish import build_site, post_text, write_project
+from publish_project import build_site, post_text, write_project
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = [

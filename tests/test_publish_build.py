@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest_publish import *  # noqa: F401,F403  (fixtures)
-from conftest_publish import build_site, post_text, write_project
 from fixture_db import DEFAULT_CHIPS, FixtureChip, build_fixture, remeasure
+from publish_project import build_site, post_text, write_project
 
 REPO = Path(__file__).resolve().parents[1]
 

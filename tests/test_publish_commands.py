@@ -1,7 +1,6 @@
 """`runner build` and `runner audit`: exit codes 0 / 1 / 2 and readable output."""
 
-from conftest_publish import *  # noqa: F401,F403  (fixtures)
-from conftest_publish import post_text, write_project
+from publish_project import post_text, write_project
 
 from runner.cli import main
 

@@ -6,9 +6,8 @@ from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
-from conftest_publish import *  # noqa: F401,F403  (fixtures)
-from conftest_publish import build_site, write_project
 from fixture_db import FixtureChip, build_fixture, remeasure
+from publish_project import build_site, write_project
 
 from runner.publish.commands import main_audit
 from runner.publish.post import render_post
@@ -199,7 +198,8 @@ def test_a_dated_update_judges_its_claims_on_the_data_of_its_own_day(travelled):
     body = (
         '# U\n\n{{ claim("+25%", gain("decode_tps", arm="on", concurrency=1)) }}\n'
         '{{ claim("+49%", gain("decode_tps", arm="on", concurrency=1, as_of="2026-12-03")) }}\n'
-        '{{ claim("+25%", gain("decode_tps", arm="on", concurrency=1, chip="Fixture M3", as_of="2026-11-25")) }}\n'
+        '{{ claim("+25%", gain("decode_tps", arm="on", concurrency=1, chip="Fixture M3",'
+        ' as_of="2026-11-25")) }}\n'
         '{{ metric("decode_tps", arm="on", concurrency=1, as_of="soon") }}\n'
     )
     post = render_post(

@@ -2,9 +2,8 @@
 
 from datetime import datetime
 
-from conftest_publish import *  # noqa: F401,F403  (fixtures)
-from conftest_publish import write_project
 from fixture_db import FixtureChip, build_fixture
+from publish_project import write_project
 
 from runner.publish.commands import rounds_plan
 from runner.publish.intervals import Intervals, rounds_for_half_width

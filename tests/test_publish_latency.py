@@ -6,10 +6,10 @@ import re
 from datetime import datetime
 
 import pytest
-from conftest_publish import *  # noqa: F401,F403  (fixtures)
 from fixture_db import FixtureChip
 
 from runner.publish.post import render_post
+from runner.store.cell import CellRecord
 from runner.store.store import Store
 
 CHIP = FixtureChip("Fixture M1", 100.0)
@@ -20,20 +20,22 @@ def _run(st, chip_id, arm, conc, rnd, stall: bool, day):
     """lane 0: one 'long' request; lanes 1..: 'short' ones decoding 40 tokens 5 ms apart,
     each frozen for STALL_MS once when `stall` (the long prompt's one-pass prefill)."""
     run = st.begin_run(
-        experiment="hol-fixture",
-        declaration_sha256="h" * 64,
-        arm=arm,
-        concurrency=conc,
-        round=rnd,
+        CellRecord(
+            experiment="hol-fixture",
+            declaration_sha256="h" * 64,
+            arm=arm,
+            concurrency=conc,
+            round=rnd,
+            seed=0,
+            quick=False,
+            slo_ttft_ms=500.0,
+            slo_tpot_ms=10.0,
+        ),
         chip_id=chip_id,
         model_sha256="m" * 64,
         code_version="abc1234",
         knobs={"prefill_chunk": 2048 if stall else 64},
-        seed=0,
-        quick=False,
         started_at=day.replace(hour=8, minute=rnd),
-        slo_ttft_ms=500.0,
-        slo_tpot_ms=10.0,
     )
     reqs, times = [], {}
     for lane in range(conc):
@@ -131,17 +133,19 @@ def test_a_timeline_without_token_times_is_one_clear_failure(tmp_path):
         chip_id = st.ensure_chip(CHIP.fingerprint())
         for conc in (1, 4):
             run = st.begin_run(
-                experiment="x",
-                declaration_sha256="h" * 64,
-                arm="a",
-                concurrency=conc,
-                round=0,
+                CellRecord(
+                    experiment="x",
+                    declaration_sha256="h" * 64,
+                    arm="a",
+                    concurrency=conc,
+                    round=0,
+                    seed=0,
+                    quick=False,
+                ),
                 chip_id=chip_id,
                 model_sha256="m" * 64,
                 code_version="c",
                 knobs={},
-                seed=0,
-                quick=False,
                 started_at=datetime(2026, 11, 19, 8),
             )
             st.append_requests(

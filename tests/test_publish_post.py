@@ -1,7 +1,5 @@
 """One post rendered without mkdocs: the post API's values and its readable errors."""
 
-from conftest_publish import *  # noqa: F401,F403  (fixtures)
-
 from runner.publish.post import render_post
 
 META = {"experiment": "spec-fixture", "date": "2026-11-20"}

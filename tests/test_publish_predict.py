@@ -9,13 +9,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest_publish import build_site, dedent, write_project
 from fixture_db import DECLARATION, DEFAULT_CHIPS, EXPERIMENT, MODEL, _run_rows, build_fixture, remeasure
+from publish_project import build_site, dedent, write_project
 
 from runner.publish.commands import main_audit
 from runner.publish.predict import Models, measured_crossover
 from runner.publish.queries import Reader
 from runner.publish.views import View
+from runner.store.cell import CellRecord
 from runner.store.store import Store
 
 CHIP = DEFAULT_CHIPS[0]
@@ -32,19 +33,13 @@ def db(tmp_path_factory) -> Path:
         for c in (1, 2, 4):
             for r in range(3):
                 requests, _ = _run_rows(rng, CHIP, "off", c, 2, 0)
+                cell = CellRecord(EXPERIMENT, DECLARATION, "served", c, r, 0, False, "mlx-lm-server")
                 run = st.begin_run(
-                    experiment=EXPERIMENT,
-                    declaration_sha256=DECLARATION,
-                    arm="served",
-                    concurrency=c,
-                    round=r,
+                    cell,
                     chip_id=fx.chip_ids[CHIP.name],
                     model_sha256=MODEL,
                     code_version="abc1234",
-                    seed=0,
-                    quick=False,
                     knobs={"runtime": "mlx-lm-server"},
-                    runtime="mlx-lm-server",
                 )
                 st.append_requests(
                     run, [{**q, "cached_tokens": None, "output_sha256": None} for q in requests]
@@ -55,19 +50,13 @@ def db(tmp_path_factory) -> Path:
             for c in (1, 2, 4):
                 for r in range(3):
                     requests, _ = _run_rows(rng, DEFAULT_CHIPS[1], arm, c, 2, 0)
+                    cell = CellRecord(EXPERIMENT, DECLARATION, arm, c, r, 0, False, "mlx-lm-server")
                     run = st.begin_run(
-                        experiment=EXPERIMENT,
-                        declaration_sha256=DECLARATION,
-                        arm=arm,
-                        concurrency=c,
-                        round=r,
+                        cell,
                         chip_id=m3,
                         model_sha256=MODEL,
                         code_version="abc1234",
-                        seed=0,
-                        quick=False,
                         knobs={"runtime": "mlx-lm-server"},
-                        runtime="mlx-lm-server",
                     )
                     st.append_requests(run, requests)
                     st.finish_run(run, "complete")

@@ -4,7 +4,6 @@ from datetime import datetime
 
 import duckdb
 import pytest
-from conftest_publish import *  # noqa: F401,F403  (fixtures)
 from fixture_db import DEFAULT_CHIPS, EXPERIMENT, build_fixture, remeasure
 
 from runner.publish.metrics import METRICS

@@ -1,7 +1,6 @@
 """The post sandbox: only the handed-in functions, no Python internals, no files."""
 
 import pytest
-from conftest_publish import *  # noqa: F401,F403  (fixtures)
 
 from runner.publish.claims import Measured
 from runner.publish.post import render_post

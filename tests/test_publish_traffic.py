@@ -5,9 +5,8 @@ regime table's cells, the better arm named for solo and fan-out traffic on the f
 import re
 
 import pytest
-from conftest_publish import *  # noqa: F401,F403  (fixtures)
-from conftest_publish import build_site, write_project
 from fixture_db import DEFAULT_CHIPS, EXPERIMENT
+from publish_project import build_site, write_project
 
 from runner.publish.post import render_post
 from runner.publish.traffic import ProfileError, parse_profile

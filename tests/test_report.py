@@ -18,17 +18,18 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest_publish import *  # noqa: F401,F403  (fixtures)
-from conftest_publish import post_text, write_project
 from fixture_db import FixtureChip, _run_rows
+from publish_project import post_text, write_project
 
 from runner.cli import main as cli
 from runner.experiments.declaration import load, parse
 from runner.experiments.execute import plan_cells
-from runner.report import build, source_date_epoch
+from runner.publish.commands import _source_date_epoch
+from runner.report import build
 from runner.report import main as report
 from runner.report_inputs import named_experiments
 from runner.store import measurements
+from runner.store.cell import CellRecord
 from runner.store.store import Store
 from runner.train.random_init import write_random_checkpoint
 
@@ -211,17 +212,19 @@ def test_a_fresh_clone_with_data_from_another_chip_builds_without_measuring(proj
         for cell in plan_cells(exp):
             reqs, passes = _run_rows(rng, chip, cell.arm, cell.concurrency, 1, 10)
             run = st.begin_run(
-                experiment="alpha",
-                declaration_sha256=exp.sha256,
-                arm=cell.arm,
-                concurrency=cell.concurrency,
-                round=cell.round,
+                CellRecord(
+                    experiment="alpha",
+                    declaration_sha256=exp.sha256,
+                    arm=cell.arm,
+                    concurrency=cell.concurrency,
+                    round=cell.round,
+                    seed=5,
+                    quick=False,
+                ),
                 chip_id=chip_id,
                 model_sha256="m" * 64,
                 code_version="abc",
                 knobs={},
-                seed=5,
-                quick=False,
                 started_at=datetime(2026, 11, 28, 8),
             )
             st.append_requests(run, reqs)
@@ -274,12 +277,14 @@ def test_posts_name_experiments_in_either_field(tmp_path):
 
 def test_the_build_date_comes_from_the_data_not_the_clock(fixture_db, tmp_path):
     finished = datetime(2026, 11, 19, 9, tzinfo=timezone.utc)  # the fixture's finish time
-    assert source_date_epoch(fixture_db) == int(finished.timestamp())
+    with no_source_date_epoch():
+        _source_date_epoch(fixture_db)  # the one `runner build` uses
+        assert os.environ["SOURCE_DATE_EPOCH"] == str(int(finished.timestamp()))
     config = write_project(tmp_path, fixture_db, {"p.md": post_text()})
     config.write_text(config.read_text() + "site_url: https://example.org/\n")  # for <lastmod>
     before = os.environ.get("SOURCE_DATE_EPOCH")
     with no_source_date_epoch():
-        assert build(config, tmp_path / "site", fixture_db) == 0
+        assert build(config, tmp_path / "site") == 0
         assert os.environ["SOURCE_DATE_EPOCH"] == str(int(finished.timestamp()))
     assert os.environ.get("SOURCE_DATE_EPOCH") == before
     sitemap = (tmp_path / "site" / "sitemap.xml").read_text()

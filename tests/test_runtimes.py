@@ -1,24 +1,25 @@
-"""Other runtimes against the real thing: an mlx_lm.server this file starts on the shipped
-tiny checkpoint (loopback, a free port, stopped afterwards even when a test fails), an
-`openai` arm pointed at it, an `mlx-lm-server` arm the runner starts itself, an `mlx-lm`
-in-process arm, and `openai` arms pointed at a closed port and at a wrong path. Workloads
-are a few requests of a few tokens so the file stays short on a small machine."""
+"""Other runtimes against the real thing, on the shipped tiny checkpoint:
+
+- an `openai` arm pointed at an mlx_lm.server started as a user would (conftest's
+  `server` fixture: loopback, a free port, stopped afterwards even when a test fails);
+- an `mlx-lm-server` arm the runner starts itself, an `mlx-lm` in-process arm, and
+  `openai` arms pointed at a closed port and at a wrong path.
+
+Workloads are a few requests of a few tokens so the file stays short on a small machine."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import duckdb
 import pytest
+from mlx_server import TINY, free_port, server_pids
 
 from runner.cli import main as cli
 from runner.experiments.declaration import load
@@ -28,85 +29,6 @@ from runner.experiments.workload import PromptStream
 from runner.runtimes import RuntimeFault, start
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = REPO / "runner" / "models" / "tiny"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def server_pids(checkpoint: Path = TINY) -> set[int]:
-    """Live mlx_lm.server processes the runner started on the checkpoint (it passes
-    --prompt-concurrency, which this file's own server does not), from the process table."""
-    pids = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if (
-            state != "Z"
-            and any(b"mlx_lm" in a for a in argv)
-            and b"--prompt-concurrency" in argv
-            and str(checkpoint).encode() in argv
-        ):
-            pids.add(int(entry.name))
-    return pids
-
-
-def wait_healthy(port: int, proc: subprocess.Popen, seconds: float = 120.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "mlx_lm.server exited before answering"
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-        try:
-            conn.request("GET", "/health")
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        finally:
-            conn.close()
-        time.sleep(0.1)
-    raise AssertionError("mlx_lm.server did not answer /health")
-
-
-@pytest.fixture(scope="module")
-def server():
-    """An mlx_lm.server started outside the runner, as a user would: (base_url, pid)."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlx_lm",
-            "server",
-            "--model",
-            str(TINY),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "WARNING",
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    try:
-        wait_healthy(port, proc)
-        yield f"http://127.0.0.1:{port}/v1", proc.pid
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
 
 
 def declaration(arms: str, min_cell_seconds: float = 0) -> str:

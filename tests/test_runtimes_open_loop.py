@@ -1,5 +1,5 @@
 """Open-loop arrivals on every kind of runtime the executor drives: an `openai` arm against
-an mlx_lm.server this file starts (test_runtimes' fixture), mlx-lm in-process and our
+an mlx_lm.server started for this file (conftest's `server` fixture), mlx-lm in-process and our
 engine, in one `runner run` each for a script and a Poisson process. Their requests
 arrive at the schedule's times, and every request's per-token times are stored, one row
 per output token (the servers' and mlx-lm's own stamps: these runtimes have them whether
@@ -12,7 +12,6 @@ import textwrap
 
 import duckdb
 import pytest
-from test_runtimes import server  # noqa: F401  (the fixture)
 
 from runner.cli import main as cli
 from runner.engine import RequestEvent
@@ -93,7 +92,7 @@ def expected_arrivals(form: str, c: int, rows: list[tuple]) -> list[tuple[int, i
 
 
 @pytest.mark.parametrize("form", ["script", "poisson"])
-def test_open_loop_arrivals_and_token_rows_on_every_runtime(server, tmp_path, form):  # noqa: F811
+def test_open_loop_arrivals_and_token_rows_on_every_runtime(server, tmp_path, form):
     decl = tmp_path / f"{form}.toml"
     decl.write_text(declaration(form, server[0]))
     db = tmp_path / "runs.duckdb"

@@ -38,7 +38,9 @@ for m in (1, 2, 3, 4, 5, 8):
         }
         mx.eval(list(got.values()))
         want = {"nn": exact, "nt": exact, "tn": exact, "strided": exact, "addmm": 0.5 * exact + 2.0 * c}
-        err = max(float(np.abs(np.array(got[key]) - want[key]).max() / np.abs(want[key]).max()) for key in got)
+        err = max(
+            float(np.abs(np.array(got[key]) - want[key]).max() / np.abs(want[key]).max()) for key in got
+        )
         out.append({"m": m, "k": k, "n": n, "err": err, "served": lib.small_sgemm_calls() - before,
                     "products": len(got)})
 print(json.dumps({"cases": out, "maps": open("/proc/self/maps").read().count("small_sgemm_blas")}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -14,6 +15,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
+from runner.store.cell import CellRecord
 from runner.store.exchange import export_experiment, import_tables, read_source
 from runner.store.store import LOAD_COLUMNS, MIGRATIONS, SCHEMA_VERSION, Store, StoreError, StoreLocked
 
@@ -84,17 +86,19 @@ def add_run(
 ) -> str:
     chip_id = st.ensure_chip(chip)
     run_id = st.begin_run(
-        experiment=experiment,
-        declaration_sha256="d" * 64,
-        arm=arm,
-        concurrency=concurrency,
-        round=round,
+        CellRecord(
+            experiment=experiment,
+            declaration_sha256="d" * 64,
+            arm=arm,
+            concurrency=concurrency,
+            round=round,
+            seed=7,
+            quick=False,
+        ),
         chip_id=chip_id,
         model_sha256="m" * 64,
         code_version="abc",
         knobs={"mtp": False},
-        seed=7,
-        quick=False,
     )
     st.append_requests(run_id, request_rows(n_requests))
     st.append_tokens(run_id, token_times(n_requests))
@@ -283,7 +287,7 @@ def test_import_from_a_database_file_takes_complete_runs_only(tmp_path):
 def test_import_of_something_else_is_a_readable_error(tmp_path):
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "runs.parquet").write_text("x")
-    with Store.open(tmp_path / "b.duckdb") as st:
+    with Store.open(tmp_path / "b.duckdb"):
         with pytest.raises(StoreError, match="no such file"):
             read_source(tmp_path / "missing")
         with pytest.raises(StoreError, match="not an export"):
@@ -366,3 +370,26 @@ def test_exports_made_before_the_migration_import_with_null_load_figures(tmp_pat
         with Store.open(tmp_path / f"from-{source}.duckdb") as st:
             assert import_tables(st, read_source(tmp_path / source), source)["runs"] == 1
             assert st.con.execute("SELECT loadavg_end FROM runs").fetchall() == [(expected,)]
+
+
+def test_begin_run_writes_every_field_of_the_cell_record(tmp_path):
+    # A new cell dimension is one CellRecord field: it must land in its own runs column.
+    cell = CellRecord(
+        experiment="e",
+        declaration_sha256="d",
+        arm="a",
+        concurrency=3,
+        round=2,
+        seed=9,
+        quick=True,
+        runtime="openai",
+        slo_ttft_ms=250.0,
+        slo_tpot_ms=20.0,
+    )
+    with Store.open(tmp_path / "c.duckdb") as st:
+        run_id = st.begin_run(
+            cell, chip_id=st.ensure_chip(CHIP), model_sha256="m", code_version="v", knobs={"x": 1}
+        )
+        names = [f.name for f in dataclasses.fields(CellRecord)]
+        row = st.con.execute(f"SELECT {', '.join(names)} FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    assert dict(zip(names, row)) == dataclasses.asdict(cell)

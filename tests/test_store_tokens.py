@@ -16,6 +16,7 @@ from test_store import CHIP, add_run, request_rows, token_times
 from runner.experiments.cell import CellRows
 from runner.runtimes import Finished
 from runner.store import measurements
+from runner.store.cell import CellRecord
 from runner.store.exchange import export_experiment, import_tables, read_source
 from runner.store.store import MIGRATIONS, SCHEMA_VERSION, Store, StoreError
 
@@ -54,19 +55,21 @@ def test_a_version_3_database_migrates_with_no_tokens_and_null_labels_and_slo(tm
         assert query(st, "SELECT slo_ttft_ms, slo_tpot_ms, runtime FROM runs") == [(None, None, "openai")]
         chip_id = st.ensure_chip(CHIP)
         run_id = st.begin_run(
-            experiment="exp",
-            declaration_sha256="d",
-            arm="a",
-            concurrency=1,
-            round=0,
+            CellRecord(
+                experiment="exp",
+                declaration_sha256="d",
+                arm="a",
+                concurrency=1,
+                round=0,
+                seed=7,
+                quick=False,
+                slo_ttft_ms=500.0,
+                slo_tpot_ms=50,
+            ),
             chip_id=chip_id,
             model_sha256="m",
             code_version="v",
             knobs={},
-            seed=7,
-            quick=False,
-            slo_ttft_ms=500.0,
-            slo_tpot_ms=50,
         )
         st.append_requests(
             run_id, [{**r, "label": "long" if r["request_id"] == 1 else None} for r in request_rows(2)]
@@ -114,18 +117,20 @@ def test_token_rows_must_match_the_runs_requests_and_nothing_is_written_otherwis
         for bad in (0, -1.0, float("nan"), True):
             with pytest.raises(StoreError, match="slo_ttft_ms must be a positive finite number"):
                 st.begin_run(
-                    experiment="e",
-                    declaration_sha256="d",
-                    arm="a",
-                    concurrency=1,
-                    round=0,
+                    CellRecord(
+                        experiment="e",
+                        declaration_sha256="d",
+                        arm="a",
+                        concurrency=1,
+                        round=0,
+                        seed=1,
+                        quick=False,
+                        slo_ttft_ms=bad,
+                    ),
                     chip_id=chip_id,
                     model_sha256="m",
                     code_version="v",
                     knobs={},
-                    seed=1,
-                    quick=False,
-                    slo_ttft_ms=bad,
                 )
 
 

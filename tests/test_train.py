@@ -16,6 +16,7 @@ from mlx.utils import tree_flatten
 from runner.cli import main as cli_main
 from runner.engine.checkpoint import SHIPPED, load_model, load_tokenizer, read_args
 from runner.engine.model import Model
+from runner.prompts import Prompt, PromptsError, read_prompts, write_prompts
 from runner.train import corpus, data, evaluate, loop, losses
 from runner.train.random_init import BASE_CONFIG, write_random_checkpoint
 
@@ -90,19 +91,19 @@ def test_heldout_prompts_are_line_aligned_chunks():
 
 def test_prompts_round_trip_and_a_bad_line_names_file_and_line(tmp_path):
     path = tmp_path / "heldout.jsonl"
-    prompts = [data.Prompt("m.py:1", "x = 1\n"), data.Prompt("m.py:9", "y = 2\n")]
-    data.write_prompts(prompts, path)
-    assert data.read_prompts(path) == prompts
+    prompts = [Prompt("m.py:1", "x = 1\n"), Prompt("m.py:9", "y = 2\n")]
+    write_prompts(prompts, path)
+    assert read_prompts(path) == prompts
     path.write_text('{"text": "no id"}\n\n{"id": "a", "text": "b"}\n')
-    assert data.read_prompts(path) == [data.Prompt("heldout.jsonl:1", "no id"), data.Prompt("a", "b")]
+    assert read_prompts(path) == [Prompt("heldout.jsonl:1", "no id"), Prompt("a", "b")]
     path.write_text('{"id": "a", "text": "b"}\n{"id": "c"}\n')
-    with pytest.raises(data.PromptsError, match=r"heldout\.jsonl:2: expected an object with a string 'text'"):
-        data.read_prompts(path)
+    with pytest.raises(PromptsError, match=r"heldout\.jsonl:2: expected an object with a string 'text'"):
+        read_prompts(path)
     path.write_text("not json\n")
-    with pytest.raises(data.PromptsError, match=r"heldout\.jsonl:1: not a JSON object"):
-        data.read_prompts(path)
-    with pytest.raises(data.PromptsError, match="absent.jsonl: cannot read prompts"):
-        data.read_prompts(tmp_path / "absent.jsonl")
+    with pytest.raises(PromptsError, match=r"heldout\.jsonl:1: not a JSON object"):
+        read_prompts(path)
+    with pytest.raises(PromptsError, match="absent.jsonl: cannot read prompts"):
+        read_prompts(tmp_path / "absent.jsonl")
 
 
 def test_batches_are_seeded_windows():
@@ -226,7 +227,7 @@ def test_shipped_checkpoint_fits_the_issue():
     assert sum(p.stat().st_size for p in TINY.iterdir() if p.is_file()) <= 25_000_000
     tok = load_tokenizer(TINY)
     assert cfg["eos_token_id"] == tok.token_to_id(data.EOS_TOKEN)
-    prompts = data.read_prompts(TINY / "heldout.jsonl")
+    prompts = read_prompts(TINY / "heldout.jsonl")
     assert len(prompts) >= 200 and len({p.id for p in prompts}) == len(prompts)
     held = {f.path for f in corpus.split(corpus.read_manifest())[1]}
     assert {p.id.rsplit(":", 1)[0] for p in prompts} <= held
@@ -238,7 +239,7 @@ def test_shipped_checkpoint_greedy_tokens_match_mlx_lm():
     args = read_args(TINY)
     ours = load_model(TINY, args, with_mtp=True, with_indexer=True)
     ref, tokenizer = mlx_lm.load(str(TINY))
-    prompt = data.read_prompts(TINY / "heldout.jsonl")[0].text
+    prompt = read_prompts(TINY / "heldout.jsonl")[0].text
     ids = np.array(tokenizer.encode(prompt)[:64], dtype=np.int32)
     generated = evaluate.greedy_mlx_lm(TINY, ids[None], 16)
     res = evaluate.acceptance(ours, ids[None], generated)

@@ -10,6 +10,7 @@ from mlx.utils import tree_flatten
 
 from runner.cli import main as cli_main
 from runner.engine.checkpoint import CheckpointError
+from runner.prompts import read_prompts
 from runner.train import data, loop, resume
 from runner.train.grow import grow, layer_sources
 from runner.train.random_init import BASE_CONFIG
@@ -159,7 +160,7 @@ def test_shipped_deep_checkpoint_is_deep_parity_with_mlx_lm_and_drafts_are_accep
         assert (deep / shared).read_bytes() == (tiny / shared).read_bytes()
     model = load_model(deep, read_args(deep), with_mtp=True, with_indexer=True)
     tok = load_tokenizer(deep)
-    prompts = [p.text for p in data.read_prompts(deep / "heldout.jsonl")[:4]]
+    prompts = [p.text for p in read_prompts(deep / "heldout.jsonl")[:4]]
     ids = np.array([tok.encode(t).ids[:96] for t in prompts], dtype=np.int32)
     generated = evaluate.greedy_mlx_lm(deep, ids, 12)
     res = evaluate.acceptance(model, ids, generated)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 
 from ..engine import Engine, collect
-from ..train.data import read_prompts
+from ..prompts import read_prompts
 from .stats import machine_line, ratio_spread, spread
 
 ARMS = {
@@ -71,11 +71,13 @@ def run(
                     results[(a, w)].append(m)
     print(machine_line())
     print(
-        f"checkpoint: {any_engine.checkpoint_dir}, {rounds} interleaved rounds (fastest of {repeats} runs each), {new_tokens} new tokens, "
+        f"checkpoint: {any_engine.checkpoint_dir}, {rounds} interleaved rounds "
+        f"(fastest of {repeats} runs each), {new_tokens} new tokens, "
         f"held-out prompts of 48 tokens"
     )
     print(
-        f"{'arm':<10} {'seqs':>4} {'decode tok/s/seq':>24} {'vs off':>20} {'drafted passes':>15} {'acceptance':>11} {'state MB/seq':>12}"
+        f"{'arm':<10} {'seqs':>4} {'decode tok/s/seq':>24} {'vs off':>20} "
+        f"{'drafted passes':>15} {'acceptance':>11} {'state MB/seq':>12}"
     )
     for w in widths:
         for a in arms:
@@ -84,6 +86,8 @@ def run(
             base = [m["decode"] for m in results[("off", w)]] if "off" in arms else dec
             print(
                 f"{a:<10} {w:>4} {spread(dec):>24} {ratio_spread(dec, base):>20} "
-                f"{statistics.mean(m['drafted_passes'] for m in ms):>7.1f}/{statistics.mean(m['passes'] for m in ms):<7.1f}"
-                f"{statistics.mean(m['acceptance'] for m in ms):>11.1%} {max(m['state_mb'] for m in ms):>12.3f}"
+                f"{statistics.mean(m['drafted_passes'] for m in ms):>7.1f}/"
+                f"{statistics.mean(m['passes'] for m in ms):<7.1f}"
+                f"{statistics.mean(m['acceptance'] for m in ms):>11.1%} "
+                f"{max(m['state_mb'] for m in ms):>12.3f}"
             )

@@ -94,7 +94,8 @@ def run(model: str, rounds: int, layer_counts: list[int]) -> None:
     print(machine_line())
     print(
         f"shape of {directory} with N main layers + 1 MTP layer, random weights; "
-        f"{4 * rounds} alternating blocks of {BLOCK_PASSES} queued passes per shape, rows at {CONTEXT} cached positions"
+        f"{4 * rounds} alternating blocks of {BLOCK_PASSES} queued passes per shape, "
+        f"rows at {CONTEXT} cached positions"
     )
     print(
         f"{'layers':>6} {'rows':>4} {'plain ms':>9} {'drafting ms':>12} {'drafting / plain':>22} "
@@ -117,7 +118,8 @@ def run(model: str, rounds: int, layer_counts: list[int]) -> None:
                 r = statistics.median(ratios)
                 # acceptance a: a drafting pass commits 1 + a tokens a row for r plain passes' time
                 print(
-                    f"{n_layers:>6} {rows:>4} {statistics.median(t['plain']):>9.3f} {statistics.median(t['drafting']):>12.3f} "
+                    f"{n_layers:>6} {rows:>4} {statistics.median(t['plain']):>9.3f} "
+                    f"{statistics.median(t['drafting']):>12.3f} "
                     f"{r:>7.2f}x [{ratios[0]:.2f}, {ratios[-1]:.2f}] {max(r - 1, 0):>11.0%} "
                     f"{(f'{1.3 * r - 1:.0%}' if 1.3 * r - 1 <= 1 else 'never'):>11}"
                 )

@@ -140,7 +140,8 @@ def load_model(
         elif weights[name][0].shape != ref.shape:
             arr, f = weights[name]
             problems.append(
-                f"{f}: tensor {to_hf_name(name, args)} has shape {tuple(arr.shape)}, expected {tuple(ref.shape)}"
+                f"{f}: tensor {to_hf_name(name, args)} has shape {tuple(arr.shape)}, "
+                f"expected {tuple(ref.shape)}"
             )
     mtp_prefix = "mtp."
     for name, (arr, f) in weights.items():

@@ -1,8 +1,12 @@
 """The `runner run`, `runner export` and `runner import` verbs: argument parsing, exit
-codes and messages. Bad input (declaration, database, export files) is reported as
-readable lines on stderr with exit code 2 and no traceback; an interrupted run exits 130
-and says how to resume; a run some of whose cells a runtime fault cost (a server not
-reachable, say) measures the rest, exits 1 and says how many failed. The work itself lives in execute.py and runner.store.
+codes and messages.
+
+- Bad input (declaration, database, export files): readable lines on stderr, exit code
+  2, no traceback.
+- An interrupted run exits 130 and says how to resume; a run some of whose cells a
+  runtime fault cost (a server not reachable, say) measures the rest, exits 1 and says
+  how many failed.
+- The work itself lives in execute.py and runner.store.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """An experiment declaration (`reports/experiments/<name>.toml`) -> an Experiment.
 
-Every problem (TOML syntax, unknown key, wrong type, a concurrency list without 1 or the
-ceiling, a knob the engine rejects, a missing model) is collected and raised together as
-one DeclarationError whose lines each name the file, the key and the reason. Nothing
-runs before a declaration is valid. This module does not build workloads or run cells.
-Relative paths (model, workload.prompts) are taken from the current directory.
+- Every problem (TOML syntax, unknown key, wrong type, a concurrency list without 1 or
+  the ceiling, a knob the engine rejects, a missing model) is collected and raised
+  together as one DeclarationError whose lines each name the file, the key and the
+  reason. Nothing runs before a declaration is valid.
+- The model is resolved to its directory once (`Experiment.checkpoint`); relative paths
+  (model, workload.prompts) are taken from the current directory.
+- It builds no workload and runs no cell.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.engine.checkpoint import resolve_checkpoint
 from runner.runtimes import knobs as runtime_knobs
 from runner.runtimes.knobs import DEFAULT_RUNTIME
 
-from .validate import DEFAULT_MIN_CELL_SECONDS, DEFAULT_MIN_CELL_TOKENS, check
+from .validate import check
+from .validate_workload import DEFAULT_MIN_CELL_SECONDS, DEFAULT_MIN_CELL_TOKENS
 
 AA_SUFFIX = "-aa"  # `--aa ARM`: experiment NAME-aa, arms ARM and ARM-aa
 
@@ -88,6 +90,7 @@ class Experiment:
     sha256: str  # of the file's bytes: a changed declaration means new cells
     title: str
     model: str  # as written: "tiny" or a path
+    checkpoint: Path  # the model's directory, resolved once (validate.py) for the whole run
     seed: int
     rounds: int
     concurrency: tuple[int, ...]
@@ -111,7 +114,7 @@ class Experiment:
         runtime = knobs.pop("runtime", DEFAULT_RUNTIME)
         if runtime == DEFAULT_RUNTIME:
             return knobs
-        return runtime_knobs.check(runtime, knobs, resolve_checkpoint(self.model))[0]
+        return runtime_knobs.check(runtime, knobs, self.checkpoint)[0]
 
     def ceiling(self, arm: str) -> int:
         return runtime_knobs.ceiling(self.knobs(arm))

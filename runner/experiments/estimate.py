@@ -1,16 +1,18 @@
 """How long a run will take, from its declaration alone: printed before measuring, and the
 progress bar's ETA before the first cell has finished.
 
-A closed-loop cell lasts the longer of its request minimum (requests_per_client requests
-per client) and its time/token minimums plus the tail (the requests in flight when the
-minimums are reached finish and are kept). A Poisson cell arrives until its minimums
-hold, and is served at the lesser of the arrival rate and what c rows can serve (an
-overloaded cell's queue drains after the last arrival). A scripted cell lasts a whole
-number of plays, each from its start to the finish of its slowest entry. A request's time is a rough per-layer cost
-model of prefill and decode passes, read from the checkpoint's config.json; each arm
-also pays one engine load and warm-up before its first cell. The figures are a planning
-estimate, meant to be right within a factor of about two, never a measurement.
-This module runs nothing.
+- A closed-loop cell lasts the longer of its request minimum (requests_per_client
+  requests per client) and its time/token minimums, plus the tail (the requests in
+  flight when the minimums are reached finish and are kept).
+- A Poisson cell arrives until its minimums hold, and is served at the lesser of the
+  arrival rate and what c rows can serve (an overloaded cell's queue drains after the
+  last arrival). A scripted cell lasts a whole number of plays, each from its start to
+  the finish of its slowest entry.
+- A request's time is a rough per-layer cost model of prefill and decode passes, read
+  from the checkpoint's config.json; each arm also pays one engine load and warm-up
+  before its first cell.
+- A planning estimate, meant to be right within a factor of about two, never a
+  measurement. This module runs nothing.
 """
 
 from __future__ import annotations
@@ -18,8 +20,6 @@ from __future__ import annotations
 import json
 import math
 from typing import Iterable, Protocol
-
-from runner.engine.checkpoint import resolve_checkpoint
 
 from .declaration import Experiment
 
@@ -40,7 +40,7 @@ class _Cell(Protocol):
 
 def _layers(exp: Experiment) -> int:
     try:
-        config = json.loads((resolve_checkpoint(exp.model) / "config.json").read_text())
+        config = json.loads((exp.checkpoint / "config.json").read_text())
         return int(config["num_hidden_layers"]) + int(config.get("num_nextn_predict_layers") or 0)
     except (OSError, ValueError, KeyError, TypeError):
         return DEFAULT_LAYERS

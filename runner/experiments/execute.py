@@ -1,33 +1,34 @@
 """Running an experiment's cells on each arm's runtime and handing their raw rows to the store.
 
-Cells are arm x concurrency x round, ordered round -> concurrency -> arm so that the
-arms interleave and machine drift hits them alike, in counterbalanced order (A B, then
-B A: `plan_cells`). With `arrivals = "closed"`
-(the default) a cell at concurrency c is c closed-loop clients: each sends its next
-prompt when its last request finishes, taking client c's i-th prompt from the workload's
-unbounded seeded stream (request_id = i * width + c, see workload.py). Cells are sized by time: a client keeps sending while it
-has sent fewer than requests_per_client, or while the cell has run less than
-min_cell_seconds (from its t0) or produced fewer than min_cell_tokens output tokens (of
-finished requests); the requests then in flight finish and are kept. The rule is the
-same for every arm, so every arm replays the same requests in the same order and a
-faster arm simply replays more of the stream. Open-loop arrivals (a Poisson process or
-a script, at most c requests in flight) are openloop.py's, their schedules arrivals.py's,
-sized by the same minimums. Each arm has one runtime (runner.runtimes: our engine,
-mlx-lm in-process, an mlx_lm.server the runner starts, or any OpenAI-compatible server),
-started and warmed up before its first timed cell, outside any cell's clock, and
-stopped when the run ends however it ends. Request rows and pass events are buffered in
-memory during a cell and written between cells, so logging does not perturb the timing;
-per-token times ride on the request rows (token_ns) and are stored as the tokens table's
-rows, in the same transaction as the requests (none for a request whose runtime cannot
-time its tokens). The run stores the declared SLO (runs.slo_ttft_ms, slo_tpot_ms).
-A runtime without per-pass rows stores none (absent, not zero). The machine's load
-(load.py) is sampled just outside the cell's clock and stored with the run. Cells
-already complete in the database (same experiment, declaration sha256, chip and quick
-flag) are skipped: this is how a run resumes; with `remeasure` every cell runs again and
-its new run is appended (pages use the newest run of a cell). A runtime fault (a server
-unreachable, dead, erroring or silent) marks its cell failed, is reported as one line
-and the run goes on; any other error (Ctrl-C included) marks the cell failed and goes on
-up. This module does not parse declarations, render pages or print anything itself.
+- Cells: arm x concurrency x round (`plan_cells`, one `CellRecord` each), ordered round ->
+  concurrency -> arm so that the arms interleave and machine drift hits them alike, in
+  counterbalanced order (A B, then B A).
+- Closed loop (`arrivals = "closed"`, the default): a cell at concurrency c is c clients,
+  each sending its next prompt when its last request finishes; client c's i-th prompt is
+  request i * width + c of the workload's unbounded seeded stream (workload.py).
+  Open-loop arrivals (a Poisson process or a script, at most c requests in flight) are
+  openloop.py's, their schedules arrivals.py's.
+- Sized by time, the same rule for every arm: a client keeps sending while it has sent
+  fewer than requests_per_client, or the cell has run less than min_cell_seconds (from
+  its t0) or produced fewer than min_cell_tokens output tokens (of finished requests);
+  the requests then in flight finish and are kept. Every arm replays the same requests
+  in the same order; a faster arm replays more of the stream.
+- One runtime an arm (runner.runtimes: our engine, mlx-lm in-process, an mlx_lm.server the
+  runner starts, or any OpenAI-compatible server), started and warmed up before its
+  first cell, outside any cell's clock, and stopped when the run ends however it ends.
+- Rows are buffered in memory during a cell and written between cells, so logging does
+  not perturb the timing. Per-token times ride on the request rows (token_ns) and become
+  the tokens table's rows in the same transaction (none for a runtime that cannot time
+  its tokens); a runtime without per-pass rows stores none (absent, not zero). The
+  machine's load (load.py) is sampled just outside the cell's clock and stored with the
+  run, as is the declared SLO.
+- Resuming: cells complete in the database (same experiment, declaration sha256, chip
+  and quick flag) are skipped; with `remeasure` every cell runs again and its new run is
+  appended (pages use the newest run of a cell).
+- Faults: a runtime fault (a server unreachable, dead, erroring or silent) fails its cell
+  with one line and the run goes on; any other error (Ctrl-C included) fails the cell
+  and goes on up.
+- It parses no declaration, renders no page and prints nothing itself.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.engine.checkpoint import checkpoint_sha256, resolve_checkpoint
+from runner.engine.checkpoint import checkpoint_sha256
 from runner.runtimes import Runtime, RuntimeFault, start
+from runner.store.cell import CellRecord
 from runner.store.store import Store
 
 from . import chip, load
@@ -50,23 +52,30 @@ from .progress import CellLabel, CellTarget, Progress
 from .workload import PromptStream
 
 
-@dataclass(frozen=True)
-class Cell:
-    arm: str
-    concurrency: int
-    round: int
-
-
-def plan_cells(exp: Experiment) -> list[Cell]:
-    """Round -> concurrency -> arm, the arms rotated by one at each step of round and of
-    concurrency (A B, B A, ...): an arm's place in the pair is not always the same, so a
-    position effect becomes spread the intervals carry, not a bias."""
-    arms, concurrency = list(exp.arms), sorted(exp.concurrency)
-    cells = []
+def plan_cells(exp: Experiment) -> list[CellRecord]:
+    """Every cell of the declaration (one `CellRecord` each), round -> concurrency -> arm,
+    the arms rotated by one at each step of round and of concurrency (A B, then B A): an
+    arm's place in the pair is not always the same, so a position effect becomes spread
+    the intervals carry, not a bias."""
+    arms, cells = list(exp.arms), []
     for r in range(exp.rounds):
-        for i, c in enumerate(concurrency):
+        for i, c in enumerate(sorted(exp.concurrency)):
             turn = (r + i) % len(arms)
-            cells += [Cell(arm, c, r) for arm in arms[turn:] + arms[:turn]]
+            cells += [
+                CellRecord(
+                    experiment=exp.name,
+                    declaration_sha256=exp.sha256,
+                    arm=arm,
+                    concurrency=c,
+                    round=r,
+                    seed=exp.seed,
+                    quick=exp.quick,
+                    runtime=exp.runtime(arm),
+                    slo_ttft_ms=exp.workload.slo_ttft_ms,
+                    slo_tpot_ms=exp.workload.slo_tpot_ms,
+                )
+                for arm in arms[turn:] + arms[:turn]
+            ]
     return cells
 
 
@@ -141,8 +150,8 @@ class RunSummary:
     planned: int = 0
     skipped: int = 0
     completed: int = 0
-    failed_cell: Cell | None = None  # the cell an error stopped the run in
-    faults: list[tuple[Cell, str]] = field(default_factory=list)  # cells a runtime fault cost
+    failed_cell: CellRecord | None = None  # the cell an error stopped the run in
+    faults: list[tuple[CellRecord, str]] = field(default_factory=list)  # cells a runtime fault cost
 
 
 def run_experiment(
@@ -151,7 +160,7 @@ def run_experiment(
     cells = plan_cells(exp)
     summary = RunSummary(planned=len(cells))
     fingerprint, code = chip.fingerprint(), chip.code_version()
-    checkpoint = resolve_checkpoint(exp.model)
+    checkpoint = exp.checkpoint
     with Store.open(db_path) as st:
         stale = st.fail_stale_runs()
         if stale:
@@ -164,7 +173,7 @@ def run_experiment(
                 experiment=exp.name, declaration_sha256=exp.sha256, chip_id=chip_id, quick=exp.quick
             )
         )
-        todo = [c for c in cells if (c.arm, c.concurrency, c.round) not in done]
+        todo = [c for c in cells if c.key not in done]
         summary.skipped = len(cells) - len(todo)
         if summary.skipped:
             progress.note(
@@ -205,7 +214,7 @@ def run_experiment(
 def _cell(
     st: Store,
     exp: Experiment,
-    cell: Cell,
+    cell: CellRecord,
     runtime: Runtime | RuntimeFault,
     stream: PromptStream,
     progress: Progress,
@@ -214,20 +223,7 @@ def _cell(
     run: dict,
 ) -> None:
     knobs = runtime.knobs if isinstance(runtime, Runtime) else exp.runtime_knobs(cell.arm)
-    run_id = st.begin_run(
-        experiment=exp.name,
-        declaration_sha256=exp.sha256,
-        arm=cell.arm,
-        concurrency=cell.concurrency,
-        round=cell.round,
-        knobs=knobs,
-        seed=exp.seed,
-        quick=exp.quick,
-        runtime=exp.runtime(cell.arm),
-        slo_ttft_ms=exp.workload.slo_ttft_ms,
-        slo_tpot_ms=exp.workload.slo_tpot_ms,
-        **run,
-    )
+    run_id = st.begin_run(cell, knobs=knobs, **run)
     w = exp.workload
     target = CellTarget(
         min_requests(w, cell.concurrency),

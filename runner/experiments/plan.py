@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from runner.store.cell import CellRecord
 from runner.store.store import Store, chip_id_of
 
 from . import chip, execute
@@ -22,7 +23,7 @@ FALLBACK_CELL_SECONDS = 3.0
 FALLBACK_ARM_SECONDS = 10.0
 
 
-def estimate(exp: Experiment, cells: list[execute.Cell]) -> tuple[float, str]:
+def estimate(exp: Experiment, cells: list[CellRecord]) -> tuple[float, str]:
     """Seconds to measure the cells, and what the figure is based on."""
     estimate_seconds = getattr(execute, "estimate_seconds", None)
     if estimate_seconds is not None:

@@ -21,12 +21,7 @@ from runner.engine.checkpoint import resolve_checkpoint
 from runner.runtimes import knobs as runtime_knobs
 from runner.runtimes.knobs import DEFAULT_RUNTIME, RUNTIMES
 
-from .validate_workload import (  # the two defaults are declaration.py's, through here
-    DEFAULT_MIN_CELL_SECONDS,  # noqa: F401
-    DEFAULT_MIN_CELL_TOKENS,  # noqa: F401
-    check_context,
-    check_workload,
-)
+from .validate_workload import check_context, check_workload
 
 TOP_KEYS = ("title", "model", "seed", "rounds", "concurrency", "workload", "engine", "arms")
 DEFAULT_ROUNDS = 3  # rounds enough for an interval
@@ -135,7 +130,7 @@ def check(doc: dict) -> tuple[dict, list[tuple[str, str]]]:
     if "arms" in doc and isinstance(doc["arms"], dict) and not doc["arms"]:
         c.bad("arms", "declare at least one arm, e.g. [arms.base]")
     out["engine"], out["arms"] = engine, arms
-    checkpoint = _checkpoint(c, out["model"])
+    out["checkpoint"] = checkpoint = _checkpoint(c, out["model"])
     _arm_knobs(c, engine, arms, concurrency, checkpoint)
     _prompts(c, out["workload"], checkpoint)
     check_context(c, out["workload"], checkpoint)

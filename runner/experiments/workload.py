@@ -1,20 +1,21 @@
 """The seeded workload: an unbounded, deterministic stream of prompts, read per closed-loop
-client (prompt(client, i)) or by request id (prompt_of(request_id), for open-loop arrivals).
+client (prompt(client, i)) or by request id (prompt_of(request_id), for open-loop
+arrivals).
 
-Prompts come from held-out text (the checkpoint's heldout.jsonl, or a JSONL file of
-{"id", "text"} objects) tokenised with the checkpoint's tokenizer.json. With
-shared_prefix_tokens = N, every prompt starts with the same N tokens, taken from one
-held-out text chosen by the seed.
-
-Request ids: a stream is `width` clients wide (the experiment's largest concurrency), and
-client c's i-th request has request_id = i * width + c, so ids stay unique however many
-requests a time-sized cell issues, and (client, i) = (id % width, id // width). The prompt
-is a function of (seed, request_id) alone: its length is the request_id-th draw from
-`random.Random(seed)` over the inclusive range (drawn in id order, so asking out of order
-changes nothing), its text starts at the request_id-th document of a seeded shuffle (a
-text too short for its length is joined with the texts that follow it). So every arm,
-round and concurrency level replays the same prompt for the same (client, i). This module
-does not talk to the engine.
+- Prompts come from held-out text (the checkpoint's heldout.jsonl, or a JSONL file of
+  {"id", "text"} objects, read by `runner/prompts.py`) tokenised with the checkpoint's
+  tokenizer.json. With shared_prefix_tokens = N, every prompt starts with the same N
+  tokens, taken from one held-out text chosen by the seed.
+- Request ids: a stream is `width` clients wide (the experiment's largest concurrency),
+  and client c's i-th request has request_id = i * width + c, so ids stay unique however
+  many requests a time-sized cell issues, and (client, i) = (id % width, id // width).
+- A prompt is a function of (seed, request_id) alone: its length is the request_id-th
+  draw from `random.Random(seed)` over the inclusive range (drawn in id order, so asking
+  out of order changes nothing), its text starts at the request_id-th document of a
+  seeded shuffle (a text too short for its length is joined with the texts that follow
+  it). So every arm, round and concurrency level replays the same prompt for the same
+  (client, i).
+- It does not talk to the engine.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from runner.train.data import PromptsError, read_prompts
+from runner.prompts import PromptsError, read_prompts
 
 from .declaration import Workload
 

@@ -70,7 +70,7 @@ class Cell:
 
 def copied_arm(reader: queries.Reader, experiment: str, quick: bool = False) -> str | None:
     """The arm whose copy the experiment measured, if any."""
-    arms = sorted({a for _, a, _ in reader.layout(experiment, quick)})
+    arms = sorted({cell.arm for cell in reader.layout(experiment, quick)})
     return next((a for a in arms if f"{a}{COPY_SUFFIX}" in arms), None)
 
 
@@ -94,7 +94,7 @@ def coverage(reader: queries.Reader, experiment: str, quick: bool = False) -> di
 def aa_cells(reader: queries.Reader, experiment: str, quick: bool = False) -> tuple[str, list[Cell]]:
     """The arm measured against its copy, and every (repetition, chip, concurrency,
     metric) cell with an interval."""
-    arms = sorted({a for _, a, _ in reader.layout(experiment, quick)})
+    arms = sorted({cell.arm for cell in reader.layout(experiment, quick)})
     base = copied_arm(reader, experiment, quick)
     if base is None:
         raise queries.QueryError(

@@ -1,12 +1,13 @@
 """What later data says about a post: the claims-on-every-chip table and the automatic
 update notes for measurements made after the post's date.
 
-A post's claims are judged on its home data (`home.py`). Here the same body is rendered
-again with each other chip (and the home chip's newest data) as the judging view, and
-each claim's value and plain verdict there are collected: shown, never a build failure.
-Each later measurement (a chip and a code version, with runs after the post's date) gets
-a dated note saying which cells it measured and what it says of the claims. This module
-compares verdicts and writes text; `post.py` renders.
+- A post's claims are judged on its home data (`home.py`). Here the same body is
+  rendered again with each other chip (and the home chip's newest data) as the judging
+  view, and each claim's value and plain verdict there are collected: shown, never a
+  build failure.
+- Each later measurement (a chip and a code version, with runs after the post's date)
+  gets a dated note saying which cells it measured and what it says of the claims.
+- It compares verdicts and writes text; `post.py` renders.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from runner.publish.claims import Verdict
 from runner.publish.notes import Note
+from runner.publish.rows import LaterRun
 
 MOVES_SHOWN = 6
 
@@ -56,11 +58,11 @@ def table_rows(home: list[Verdict], columns: list[Column]) -> list[dict]:
     return rows
 
 
-def _cells_text(runs: list[tuple]) -> str:
-    arms = sorted({r[2] for r in runs})
-    concs = sorted({int(r[3]) for r in runs})
-    rounds = sorted({int(r[4]) for r in runs})
-    cells = len({(r[2], r[3]) for r in runs})
+def _cells_text(runs: list[LaterRun]) -> str:
+    arms = sorted({r.arm for r in runs})
+    concs = sorted({r.concurrency for r in runs})
+    rounds = sorted({r.round for r in runs})
+    cells = len({(r.arm, r.concurrency) for r in runs})
     return (
         f"{cells} cell{'s' if cells != 1 else ''} (arm{'s' if len(arms) != 1 else ''} "
         f"{', '.join(arms)}; concurrency {', '.join(map(str, concs))}; "
@@ -70,19 +72,19 @@ def _cells_text(runs: list[tuple]) -> str:
 
 def later_notes(
     experiment: str,
-    runs: list[tuple],
+    runs: list[LaterRun],
     labels: dict[str, str],
     home_chip: str | None,
     home: list[Verdict],
     columns: dict[str, Column],
 ) -> list[Note]:
-    """runs: (run_id, chip_id, arm, concurrency, round, day, code_version) after the post's
-    date. One note per (chip, code version); columns: chip id -> its newest-data view."""
-    groups: dict[tuple[str, str], list[tuple]] = {}
+    """runs: those started after the post's date. One note per (chip, code version);
+    columns: chip id -> its newest-data view."""
+    groups: dict[tuple[str, str], list[LaterRun]] = {}
     for r in runs:
-        groups.setdefault((r[1], r[6]), []).append(r)
+        groups.setdefault((r.chip_id, r.code_version), []).append(r)
     notes = []
-    for (chip, code), rs in sorted(groups.items(), key=lambda kv: (max(r[5] for r in kv[1]), kv[0])):
+    for (chip, code), rs in sorted(groups.items(), key=lambda kv: (max(r.day for r in kv[1]), kv[0])):
         where = labels.get(chip, chip)
         text = (
             f"Measured after this post was written: experiment {experiment} on {where} "
@@ -109,5 +111,5 @@ def later_notes(
                 f"On this data {held} of the post's {len(home)} claims hold (see the claims on "
                 "every chip); they stay judged on the home data as of the post's date."
             )
-        notes.append(Note(max(r[5] for r in rs), text, automatic=True))
+        notes.append(Note(max(r.day for r in rs), text, automatic=True))
     return notes

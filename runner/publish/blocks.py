@@ -11,6 +11,7 @@ from runner.publish import charts, sql
 from runner.publish.intervals import share_interval
 from runner.publish.metrics import METRICS
 from runner.publish.postdata import PostData
+from runner.publish.rows import WidthKey, WidthRuns
 from runner.publish.templating import render_block
 
 GROUP = 4
@@ -54,7 +55,7 @@ def regime_table(
             f"regime_table: base arm {base!r} is not an arm of {data.experiment!r} "
             f"(arms: {', '.join(data.arm_order)})"
         )
-    number = len(data.sql) + 1
+    number = len(data.state.sql) + 1
     sql_href = data.register_sql("table", sql.inline_sql(sql.RUN_VALUES_SQL, data.params))
     rows = []
     for chip in data.regimes.chips:
@@ -188,7 +189,7 @@ def chart(data: PostData, metric: str, x: str = "concurrency", requests: str | N
         f"{spec.label} ({spec.unit})" if spec.unit else spec.label,
         [(charts.concurrency_x(c), str(c)) for c in reg.concurrencies],
     )
-    div_id = charts.chart_id(data.key, "chart", metric, x, len(data.blocks))
+    div_id = charts.chart_id(data.key, "chart", metric, x, len(data.state.blocks))
     sql_href = data.register_sql("chart", sql.inline_sql(sql.RUN_VALUES_SQL, data.params))
     html = render_block(
         "chart.html",
@@ -216,6 +217,11 @@ def _not_measured(data: PostData, metric: str) -> tuple[list[str], str]:
     )
 
 
+def _drafted_share(runs: dict[WidthKey, WidthRuns], key: WidthKey):
+    """The share of passes that drafted at one width, with its interval over runs."""
+    return share_interval(runs[key].passes, runs[key].drafted)
+
+
 def drafted_by_width_chart(data: PostData) -> Markup:
     absent, line = _not_measured(data, "drafted_passes")
     note = str(Markup('<p class="bothrows-absent">{}.</p>').format(line)) if line else ""
@@ -223,11 +229,13 @@ def drafted_by_width_chart(data: PostData) -> Markup:
         return data.token(note, "")
     runs = data.reader.drafted_by_width_runs(data.experiment, data.quick)
     reg = data.regimes
-    widths = sorted({w for _, _, w in runs} | {1, reg.ceiling})
+    widths = sorted({k.width for k in runs} | {1, reg.ceiling})
     series = []
     for chip in reg.chips:
         for arm in [a for a in data.arm_order if a not in absent]:
-            pts = [(w, share_interval(*runs[(chip, arm, w)])) for w in widths if (chip, arm, w) in runs]
+            pts = [
+                (w, _drafted_share(runs, WidthKey(chip, arm, w))) for w in widths if (chip, arm, w) in runs
+            ]
             pct = lambda v: None if v is None else round(v * 100, 4)  # noqa: E731
             series.append(
                 charts.Series(
@@ -249,7 +257,7 @@ def drafted_by_width_chart(data: PostData) -> Markup:
         [(float(w), str(w)) for w in widths],
         kind="bars",
     )
-    div_id = charts.chart_id(data.key, "drafted_by_width", len(data.blocks))
+    div_id = charts.chart_id(data.key, "drafted_by_width", len(data.state.blocks))
     sql_href = data.register_sql("chart", sql.inline_sql(sql.DRAFTED_BY_WIDTH_RUNS_SQL, data.params))
     html = render_block(
         "chart.html",

@@ -22,9 +22,10 @@ from mkdocs.utils.meta import get_data
 
 from runner.publish import queries
 from runner.publish.across import plain
+from runner.publish.frontmatter import experiments_of, is_data_post
 from runner.publish.intervals import rounds_for_half_width
 from runner.publish.plugin import database_of, line_offset
-from runner.publish.post import experiments_of, is_data_post, render_post
+from runner.publish.post import render_post
 from runner.store.store import StoreError
 
 
@@ -114,7 +115,7 @@ def _source_date_epoch(db: Path) -> None:
     if not db.is_file():
         return
     with queries.Reader(db) as reader:
-        newest = reader.run_summary()[1]
+        newest = reader.run_summary().newest
     if newest is not None:
         epoch = int(newest.replace(tzinfo=timezone.utc).timestamp())
         os.environ["SOURCE_DATE_EPOCH"] = str(epoch)

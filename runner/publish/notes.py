@@ -1,8 +1,9 @@
-"""Dated update notes: those the author declared in front matter (`updates:`) and the
-one made automatically when runs behind a claim were re-measured after the post's date.
+"""Dated update notes.
 
-Validates and describes; the HTML lives in `templates/blocks/notes.html`. It does not
-query the database: the caller hands it the re-measured runs and the claims that moved.
+- A `Note` is one dated note; the author declares them in front matter (`updates:`),
+  read and checked here.
+- The automatic notes for runs measured after a post's date are `across.py`'s.
+- The HTML lives in `templates/blocks/notes.html`; nothing here queries the database.
 """
 
 from __future__ import annotations
@@ -50,33 +51,3 @@ def declared_notes(meta: dict) -> tuple[list[Note], list[str]]:
             continue
         notes.append(Note(day.isoformat(), text.strip(), automatic=False))
     return notes, problems
-
-
-@dataclass(frozen=True, slots=True)
-class Move:
-    stated: str
-    before: str  # the claim's measured value as of the post's date
-    after: str  # the same claim on today's data
-
-
-def remeasurement_note(runs: list[tuple], chip_names: dict[str, str], moves: list[Move]) -> Note | None:
-    """runs: (run_id, chip_id, arm, concurrency, round, day) re-measured after the post."""
-    if not runs:
-        return None
-    day = max(r[5] for r in runs)
-    cells: dict[tuple, list[str]] = {}
-    for run_id, chip_id, arm, conc, rnd, _ in runs:
-        cells.setdefault((chip_names.get(chip_id, chip_id), arm, conc), []).append(
-            f"round {rnd} ({run_id[:8]})"
-        )
-    which = "; ".join(
-        f"{chip} / {arm} / concurrency {conc}: {', '.join(rs)}"
-        for (chip, arm, conc), rs in sorted(cells.items())
-    )
-    moved = [m for m in moves if m.before != m.after]
-    what = (
-        "; ".join(f"claim {m.stated!r} was {m.before}, now {m.after}" for m in moved)
-        if moved
-        else "no claimed figure changed at its printed precision"
-    )
-    return Note(day, f"Re-measured after this post was written: {which}. {what}.", automatic=True)

@@ -18,9 +18,10 @@
   Decode per sequence is the tokens a row commits per pass, 1 + s x acceptance, over the
   predicted pass time.
 - Intervals: DRAWS bootstrap resamples (a fit's coefficients have no per-round values
-  for `intervals.py`'s t interval to read): the runs with replacement within each concurrency, then inside each drawn run its
-  passes in BLOCKS stretches with replacement (stretches keep neighbouring passes,
-  which share a context length, together). Seeded by sha256 of (key, chip,
+  for `intervals.py`'s t interval to read): the runs with replacement within each
+  concurrency, then inside each drawn run its passes in BLOCKS stretches with
+  replacement (stretches keep neighbouring passes, which share a context length,
+  together). Seeded by sha256 of (key, chip,
   concurrency): arms of one chip draw the same rounds, so gains and crossovers are
   paired draw by draw.
 This module computes; the query layer hands it `queries.RunPasses` and `ArmPolicy`.
@@ -45,6 +46,8 @@ MIN_ROWS = 30  # decode rows at a width before its measured draft share is used
 
 def _seed(*parts: object) -> int:
     return int.from_bytes(hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()[:8], "little")
+
+
 MIN_OWN_VARIATION = 0.1  # share of a term's variation its own for the fit to keep it
 BLOCKS = 8  # stretches of consecutive passes a run is cut into for resampling inside it
 

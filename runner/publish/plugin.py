@@ -19,7 +19,8 @@ from mkdocs.config.base import Config
 from mkdocs.plugins import BasePlugin, get_plugin_logger
 from mkdocs.structure.files import File, Files
 
-from runner.publish.post import RenderedPost, is_data_post, render_post
+from runner.publish.frontmatter import is_data_post
+from runner.publish.post import RenderedPost, render_post
 from runner.publish.provenance import write_downloads
 from runner.publish.templating import ASSETS_DIR, OVERRIDES_DIR
 

@@ -1,19 +1,20 @@
-"""Renders one data-bearing post: the sandboxed body, the update notes and quick-data
-banner at the top, and the provenance and audit sections at the end.
+"""Renders one data-bearing post, in named phases (`render_post`).
 
-Input is the post's Markdown body and front matter; output is Markdown holding
-placeholder tokens, the HTML for each token, every failure, the claims' verdicts and the
-post's downloads. Front matter: `experiment:` or `experiments: [a, b]` (the first is the
-default of every call's `experiment=`), `chip:` (the home chip, `home.py`), `base:` (the
-default base arm; otherwise each declaration's first arm), `date:` and `updates:`.
-It knows nothing about mkdocs (the plugin and `runner audit` share it).
+- Input: the post's Markdown body and front matter. Output: Markdown holding placeholder
+  tokens, the HTML for each token, every failure, the claims' verdicts and the post's
+  downloads.
+- Phases: the sandboxed body; the update notes and quick-data banner under its title;
+  the provenance and audit sections at its end; then assembly.
+- Front matter: `experiment:` or `experiments: [a, b]` (the first is the default of every
+  call's `experiment=`), `chip:` (the home chip, `home.py`), `base:` (the default base
+  arm; otherwise each declaration's first arm), `date:` and `updates:`.
+- It knows nothing about mkdocs (the plugin and `runner audit` share it).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-import tomllib
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
@@ -22,10 +23,12 @@ from pathlib import Path
 from runner.publish import across, queries
 from runner.publish.api import post_api
 from runner.publish.claims import Verdict
+from runner.publish.frontmatter import declared, downloads_folder, experiments_of
 from runner.publish.home import Judging, match_chip, resolve_home
 from runner.publish.notes import Note, as_day, declared_notes
 from runner.publish.postdata import Failure, PostData, PostState, chip_labels
 from runner.publish.provenance import Downloads
+from runner.publish.rows import LaterRun
 from runner.publish.templating import render_block, render_post_body
 from runner.publish.views import ViewCache
 
@@ -43,39 +46,6 @@ class RenderedPost:
     downloads: Downloads | None = None
     columns: list[across.Column] = field(default_factory=list)  # claims on every chip
     home_label: str = ""
-
-
-def downloads_folder(src_uri: str) -> str:
-    stem = src_uri[:-3] if src_uri.endswith(".md") else src_uri
-    return "downloads/" + re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-")
-
-
-def experiments_of(meta: dict) -> tuple[list[str], list[str]]:
-    """The post's experiments (front matter `experiments:` or `experiment:`) and problems."""
-    many, one = meta.get("experiments"), meta.get("experiment")
-    if many is not None:
-        if not isinstance(many, list) or not many or not all(isinstance(e, str) and e for e in many):
-            return [], ["front matter field 'experiments' must be a non-empty list of experiment names"]
-        return list(dict.fromkeys(many)), []
-    if not isinstance(one, str) or not one:
-        return [], ["front matter field 'experiment' must name an experiment"]
-    return [one], []
-
-
-def is_data_post(meta: dict) -> bool:
-    return "experiment" in meta or "experiments" in meta
-
-
-def declared(declarations: Path | None, experiment: str) -> tuple[tuple[str, ...], str]:
-    """The arms of the experiment's declaration in file order (the default base is the
-    first) and its model; ((), experiment) when the declaration is not readable here."""
-    path = declarations / f"{experiment}.toml" if declarations else None
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8")) if path else {}
-    except (OSError, tomllib.TOMLDecodeError):
-        return (), experiment
-    arms, model = doc.get("arms", {}), doc.get("model", experiment)
-    return (tuple(arms) if isinstance(arms, dict) else ()), str(model)
 
 
 def _render_body(body: str, datas: dict[str, PostData], default: str) -> str:
@@ -106,9 +76,9 @@ class _Post:
         self.declarations, self.line_offset, self.page_url = declarations, line_offset, page_url
         self.quick: dict[str, bool] = {}
         self.chips = []
-        self._later: dict[tuple, list[tuple]] = {}
+        self._later: dict[tuple, list[LaterRun]] = {}
 
-    def later(self, experiment: str, quick: bool, since) -> list[tuple]:
+    def later(self, experiment: str, quick: bool, since) -> list[LaterRun]:
         """The experiment's complete runs started on or after `since` (read once a post)."""
         key = (experiment, quick, since)
         if key not in self._later:
@@ -174,7 +144,7 @@ def render_post(
     declarations: the folder of experiment declarations (for the default base arm);
     judge_chip: judge claims on that chip's newest data instead of the home data."""
     out = RenderedPost(body)
-    notes, problems = declared_notes(meta)
+    declared, problems = declared_notes(meta)
     experiments, more = experiments_of(meta)
     out.failures += [Failure(key, 1, p) for p in problems + more]
     if not experiments:
@@ -186,80 +156,116 @@ def render_post(
         return out
     with reader:
         post = _Post(reader, body, meta, key, declarations, line_offset, page_url)
-        for e in experiments:
-            quick = reader.quick_choice(e)
-            if quick is None:
-                out.failures.append(
-                    Failure(key, 1, f"experiment {e!r} has no complete runs in database {db_path}")
-                )
-            else:
-                post.quick[e] = quick
+        out.failures += _choose_data(post, experiments, db_path)
         if not post.quick:
             return out
-        post.chips = sorted(
-            {c.chip_id: c for e, q in post.quick.items() for c in reader.chips(e, q)}.values(),
-            key=lambda c: (c.name, c.chip_id),
-        )
         day = as_day(meta.get("date"))
         as_of = datetime.combine(day + timedelta(days=1), time()) if day else None
         judging = _judging(post, as_of, judge_chip)
-        folder = downloads_folder(key)
-        rendered, state, datas = post.render(judging, _token_prefix(key), folder)
-        for d in datas.values():
-            where = "" if len(datas) == 1 else f" ({d.experiment})"
-            out.failures += [Failure(key, 1, f"regime gap{where}: " + g.describe()) for g in d.regimes.gaps]
+        # Body: the sandboxed body over each experiment's data, claims judged at home.
+        rendered, state, datas = _body(post, judging)
+        out.failures += _regime_gaps(key, datas)
         out.columns = _columns(post, judging, as_of, state.verdicts) if judge_chip is None else []
-        auto = _later_notes(post, datas, judging, as_of, state.verdicts, out.columns)
-        notes = sorted(notes + auto, key=lambda n: (n.day, n.automatic))
-        first = datas[next(iter(datas))]
-        top = str(first.token(render_block("notes.html", notes=notes, quick=any(post.quick.values())), ""))
-        m = _H1.search(rendered)
-        rendered = (rendered[: m.end()] + top + rendered[m.end() :]) if m else top + rendered
-        out.downloads = _downloads(reader, post, folder, state)
-        links = [(n, first.href(n)) for n in out.downloads.file_names()]
-        prov = "".join(
-            str(
-                first.token(
-                    render_block(
-                        "provenance.html",
-                        experiment=e,
-                        quick=q,
-                        chips=datas[e].chips,
-                        facts=reader.provenance(e, q),
-                        load=reader.load_by_chip(e, q),
-                        labels=datas[e].chip_names,
-                        aa=datas[e].aa_coverage(),
-                        aa_arm=datas[e].aa_arm,
-                        downloads=[
-                            (n, h)
-                            for n, h in links
-                            if len(datas) == 1 or n.startswith(f"{e}-") or n.endswith(".sql")
-                        ],
-                    ),
-                    "",
-                )
-            )
-            for e, q in post.quick.items()
-        )
-        audit = str(
-            first.token(
-                render_block(
-                    "audit.html",
-                    verdicts=state.verdicts,
-                    home=judging.label if judge_chip else _home_text(post, judging),
-                    by_chip=across.table_rows(state.verdicts, out.columns),
-                    columns=out.columns,
-                    newest=any(c.chip_id == judging.chip_id for c in out.columns),
-                ),
-                "",
-            )
-        )
-        out.markdown = rendered.rstrip() + f"\n\n## Provenance\n{prov}## Audit\n{audit}"
+        first = datas[next(iter(datas))]  # tokens of the sections are the first experiment's
+        # Notes: the declared ones and those later runs made, under the title.
+        notes = _notes(post, datas, judging, as_of, declared, state.verdicts, out.columns)
+        top = _notes_section(first, notes, any(post.quick.values()))
+        # Provenance: each experiment's facts and its share of the downloads.
+        out.downloads = _downloads(reader, post, downloads_folder(key), state)
+        provenance = _provenance(post, datas, [(n, first.href(n)) for n in out.downloads.file_names()])
+        # Audit: every claim's verdict at home and on every chip.
+        audit = _audit(post, first, state.verdicts, judging, judge_chip, out.columns)
+        # Assemble: the Markdown, and what the plugin and `runner audit` read off it.
+        out.markdown = _assemble(rendered, top, provenance, audit)
         out.blocks, out.inline_text = state.blocks, state.inline_text
         out.failures += state.failures
         out.verdicts, out.notes = state.verdicts, notes
         out.home_label = _home_text(post, judging)
     return out
+
+
+def _choose_data(post: _Post, experiments: list[str], db_path) -> list[Failure]:
+    """Each experiment's quick-or-full choice on the post; a failure for one without runs."""
+    failures = []
+    for e in experiments:
+        quick = post.reader.quick_choice(e)
+        if quick is None:
+            failures.append(
+                Failure(post.key, 1, f"experiment {e!r} has no complete runs in database {db_path}")
+            )
+        else:
+            post.quick[e] = quick
+    post.chips = sorted(
+        {c.chip_id: c for e, q in post.quick.items() for c in post.reader.chips(e, q)}.values(),
+        key=lambda c: (c.name, c.chip_id),
+    )
+    return failures
+
+
+def _body(post: _Post, judging: Judging) -> tuple[str, PostState, dict[str, PostData]]:
+    """The body rendered in the sandbox: Markdown with tokens, its state, its PostData."""
+    return post.render(judging, _token_prefix(post.key), downloads_folder(post.key))
+
+
+def _regime_gaps(key: str, datas: dict[str, PostData]) -> list[Failure]:
+    """A failure for every regime an experiment lacks (batch 1 or the ceiling)."""
+    failures = []
+    for d in datas.values():
+        where = "" if len(datas) == 1 else f" ({d.experiment})"
+        failures += [Failure(key, 1, f"regime gap{where}: " + g.describe()) for g in d.regimes.gaps]
+    return failures
+
+
+def _notes(post: _Post, datas, judging, as_of, declared: list[Note], home, columns) -> list[Note]:
+    """The declared notes and the automatic ones for later runs, in date order."""
+    auto = _later_notes(post, datas, judging, as_of, home, columns)
+    return sorted(declared + auto, key=lambda n: (n.day, n.automatic))
+
+
+def _notes_section(first: PostData, notes: list[Note], quick: bool) -> str:
+    """The notes block (and the quick-data banner) that goes under the title."""
+    return str(first.token(render_block("notes.html", notes=notes, quick=quick), ""))
+
+
+def _provenance(post: _Post, datas: dict[str, PostData], links: list[tuple[str, str]]) -> str:
+    """The provenance section: one block an experiment, with the downloads that are its own."""
+    first, blocks = datas[next(iter(datas))], []
+    for e, q in post.quick.items():
+        mine = [(n, h) for n, h in links if len(datas) == 1 or n.startswith(f"{e}-") or n.endswith(".sql")]
+        html = render_block(
+            "provenance.html",
+            experiment=e,
+            quick=q,
+            chips=datas[e].chips,
+            facts=post.reader.provenance(e, q),
+            load=post.reader.load_by_chip(e, q),
+            labels=datas[e].chip_names,
+            aa=datas[e].aa_coverage(),
+            aa_arm=datas[e].aa_arm,
+            downloads=mine,
+        )
+        blocks.append(str(first.token(html, "")))
+    return "".join(blocks)
+
+
+def _audit(post: _Post, first: PostData, verdicts: list[Verdict], judging, judge_chip, columns) -> str:
+    """The audit section: each claim's verdict at home and on every chip."""
+    html = render_block(
+        "audit.html",
+        verdicts=verdicts,
+        home=judging.label if judge_chip else _home_text(post, judging),
+        by_chip=across.table_rows(verdicts, columns),
+        columns=columns,
+        newest=any(c.chip_id == judging.chip_id for c in columns),
+    )
+    return str(first.token(html, ""))
+
+
+def _assemble(rendered: str, top: str, provenance: str, audit: str) -> str:
+    """The post's Markdown: the notes under its title, provenance and audit at its end."""
+    m = _H1.search(rendered)
+    rendered = (rendered[: m.end()] + top + rendered[m.end() :]) if m else top + rendered
+    return rendered.rstrip() + f"\n\n## Provenance\n{provenance}## Audit\n{audit}"
 
 
 def _home_text(post: _Post, judging: Judging) -> str:
@@ -281,7 +287,7 @@ def _columns(post: _Post, judging: Judging, as_of, home: list[Verdict]) -> list[
     later_on_home = bool(
         as_of
         and judging.chip_id
-        and any(r[1] == judging.chip_id for e, q in post.quick.items() for r in post.later(e, q, as_of))
+        and any(r.chip_id == judging.chip_id for e, q in post.quick.items() for r in post.later(e, q, as_of))
     )
     cols = []
     for chip in post.chips:

@@ -1,11 +1,13 @@
 """The data a post body's functions read, bound to one post and one of its experiments.
 
-Values come from `views.View` (which reads through `queries.Reader`); blocks render a
-template and hand back a placeholder token (the HTML is swapped in after Markdown, so
-Markdown never touches it).
-Problems never stop the post: they are recorded with the post line that caused them and
-reported together at the end of the build. Values handed to the sandbox hold no
-reference to the database or to these objects.
+- Values come from `views.View` (which reads through `queries.Reader`); blocks render a
+  template and hand back a placeholder token (the HTML is swapped in after Markdown, so
+  Markdown never touches it).
+- What a rendering collects (failures, verdicts, blocks, SQL downloads) lives on its
+  one `PostState`, shared by the post's experiments.
+- Problems never stop the post: they are recorded with the post line that caused them
+  and reported together at the end of the build.
+- Values handed to the sandbox hold no reference to the database or to these objects.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from runner.publish.home import Judging, match_chip
 from runner.publish.metrics import METRICS, PER_PASS, unknown_metric_message
 from runner.publish.notes import as_day
 from runner.publish.regimes import Regimes, check_regimes
+from runner.publish.rows import ArmRuntime
 from runner.publish.templating import template_line
 from runner.publish.views import ViewCache
 
@@ -100,9 +103,6 @@ class PostData:
         self.state, self.views = state, views
         self.reader, self.experiment, self.quick, self.as_of = views.reader, experiment, quick, None
         self.key, self.line_offset = state.key, state.line_offset
-        self.failures, self.verdicts, self.blocks = state.failures, state.verdicts, state.blocks
-        self.inline_text, self.sql = state.inline_text, state.sql
-        self._cells_of = state.cells_of
         self.chips = self.reader.chips(experiment, quick)
         self.chip_names = {
             c.chip_id: (labels or chip_labels(self.chips)).get(c.chip_id, c.name) for c in self.chips
@@ -131,18 +131,20 @@ class PostData:
     # -- plumbing -----------------------------------------------------------
     def fail(self, message: str, line: int | None = None) -> None:
         line = caller_line() if line is None else line
-        self.failures.append(Failure(self.key, None if line is None else line + self.line_offset, message))
+        self.state.failures.append(
+            Failure(self.key, None if line is None else line + self.line_offset, message)
+        )
 
     def token(self, html: str, text: str = "", block: bool = True) -> Markup:
-        tok = f"{self.state.token_prefix}N{len(self.blocks):04d}Z"
-        self.blocks[tok] = html
-        self.inline_text[tok] = text
+        tok = f"{self.state.token_prefix}N{len(self.state.blocks):04d}Z"
+        self.state.blocks[tok] = html
+        self.state.inline_text[tok] = text
         return Markup(f"\n\n{tok}\n\n" if block else tok)
 
     def register_sql(self, kind: str, sql: str) -> str:
         """Offer the SQL behind a block for download; returns the link to it."""
-        name = f"{kind}-{len(self.sql) + 1}.sql"
-        self.sql[name] = sql
+        name = f"{kind}-{len(self.state.sql) + 1}.sql"
+        self.state.sql[name] = sql
         return self.href(name)
 
     def href(self, file_name: str) -> str:
@@ -195,7 +197,7 @@ class PostData:
         m = Measured(
             value, lo, hi, n, kind, what, spec.decimals if spec else 1, spec.unit if spec else "", margin
         )
-        self._cells_of[id(m)] = {(self.experiment, *c) for c in cells}
+        self.state.cells_of[id(m)] = {(self.experiment, *c) for c in cells}
         return m
 
     def aa_margin(self, metric: str, chips: set) -> float:
@@ -212,7 +214,7 @@ class PostData:
     def missing_reason(self, metric: str, *arms: str) -> str | None:
         """Why a metric has no value for these arms when their runtime records none of it."""
         for arm in arms:
-            runtime, has_passes = self.runtimes.get(arm, ("", True))
+            runtime, has_passes = self.runtimes.get(arm, ArmRuntime("", True))
             if metric in PER_PASS and not has_passes:
                 return f"not measured by runtime {runtime}"
         return None
@@ -327,16 +329,16 @@ class PostData:
                 line,
             )
             return Markup.escape(str(stated))
-        self.state.claim_cells |= self._cells_of.get(id(measured), set())
+        self.state.claim_cells |= self.state.cells_of.get(id(measured), set())
         verdict = judge(
-            len(self.verdicts) + 1,
+            len(self.state.verdicts) + 1,
             str(stated),
             measured,
             None if line is None else line + self.line_offset,
             self.state.missing_of.get(id(measured)),
         )
-        self.verdicts.append(verdict)
+        self.state.verdicts.append(verdict)
         told = measured.value is None and self.state.home_problem_told and self.judging.chip_id is None
         if not verdict.ok and not told:
-            self.failures.append(Failure(self.key, verdict.line, verdict.failure_message()))
+            self.state.failures.append(Failure(self.key, verdict.line, verdict.failure_message()))
         return self.token(str(claim_link(verdict)), str(stated), block=False)

@@ -199,7 +199,7 @@ def prediction_chart(data: PostData, arms=None, base: str | None = None) -> Mark
         fig["layout"][key]["range"] = [0.5, MAX_WIDTH + 0.5]
     html = render_block(
         "chart.html",
-        div_id=charts.chart_id(data.key, "prediction", base, *arms, len(data.blocks)),
+        div_id=charts.chart_id(data.key, "prediction", base, *arms, len(data.state.blocks)),
         figure=charts.figure_json(fig),
         caption="decode per sequence by batch width: measured (markers, 95% interval) and predicted "
         "by the pass-cost model fitted to every pass (dashed, 95% band from resampling runs); "

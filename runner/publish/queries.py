@@ -1,10 +1,11 @@
 """The only reader of DuckDB for pages: one named method per question a page asks.
 
-Every aggregate is computed in DuckDB SQL over complete runs; Python receives per-cell
-and per-run results, and, for the bootstrap (`intervals.py`), per-request values as
-numpy arrays (never a Python loop over pass or request rows). Every query is sorted so
-that the same database always yields the same page. This module does not format or
-render anything and never writes to the database.
+- Every aggregate is computed in DuckDB SQL over complete runs; Python receives per-cell
+  and per-run results and, for the bootstrap (`intervals.py`), per-request values as
+  numpy arrays (never a Python loop over pass or request rows).
+- Rows come out named (`rows.py`, `CellStat`, `Chip`), never as bare tuples.
+- Every query is sorted, so the same database always yields the same page.
+- It formats and renders nothing, and never writes to the database.
 """
 
 from __future__ import annotations
@@ -19,6 +20,18 @@ import numpy as np
 import pyarrow as pa
 
 from runner.publish.metrics import METRICS
+from runner.publish.rows import (
+    ArmRuntime,
+    CellKey,
+    CellRound,
+    ChipKey,
+    LaterRun,
+    RunKey,
+    RunSummary,
+    TokenTime,
+    WidthKey,
+    WidthRuns,
+)
 from runner.publish.sql import (
     ARM_POLICIES_SQL,
     ARM_RUNTIMES_SQL,
@@ -30,7 +43,6 @@ from runner.publish.sql import (
     DECLARATION_CELLS_SQL,
     DECODE_LOAD_SQL,
     DRAFTED_BY_WIDTH_RUNS_SQL,
-    DRAFTED_BY_WIDTH_SQL,
     GAP_VALUES_SQL,
     LAYOUT_SQL,
     LOAD_SQL,
@@ -40,7 +52,6 @@ from runner.publish.sql import (
     REMEASURED_SQL,
     REPETITIONS_SQL,
     REQUEST_VALUES_SQL,
-    ROUND_VALUES_SQL,
     RUN_SUMMARY_SQL,
     RUN_VALUES_SQL,
     TIMELINE_SQL,
@@ -161,12 +172,6 @@ class Reader:
             for c, a, k, m, mean, lo, hi, n in self._rows(CELLS_SQL, p)
         ]
 
-    def round_values(
-        self, experiment: str, quick: bool, metric: str, as_of: datetime | None = None
-    ) -> list[tuple[str, str, int, int, float]]:
-        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "metric": metric, "label": None}
-        return [(c, a, int(k), int(r), v) for c, a, k, r, v in self._rows(ROUND_VALUES_SQL, p)]
-
     def run_values(
         self, experiment: str, quick: bool, as_of: datetime | None = None, label: str | None = None
     ) -> dict[tuple, dict[str, float | None]]:
@@ -174,11 +179,11 @@ class Reader:
         the request figures of the requests so labelled only."""
         p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": label}
         return {
-            (c, a, int(k), int(r)): dict(zip(METRICS, vals))
+            RunKey(c, a, int(k), int(r)): dict(zip(METRICS, vals))
             for c, a, k, r, *vals in self._rows(RUN_VALUES_SQL, p)
         }
 
-    def _blocks(self, sql: str, params: dict) -> list[tuple[tuple, dict]]:
+    def _blocks(self, sql: str, params: dict) -> list[tuple[RunKey, dict]]:
         """Rows sorted by (chip, arm, concurrency, round), one (key, columns) per run,
         columns as numpy arrays (nulls NaN); no Python loop over the rows themselves."""
         t = self.con.sql(sql, params={k: v for k, v in params.items() if f"${k}" in sql}).to_arrow_table()
@@ -193,7 +198,7 @@ class Reader:
         ends = np.concatenate([starts[1:], [t.num_rows]])
         return [
             (
-                (str(key_cols[0][a]), str(key_cols[1][a]), int(key_cols[2][a]), int(key_cols[3][a])),
+                RunKey(str(key_cols[0][a]), str(key_cols[1][a]), int(key_cols[2][a]), int(key_cols[3][a])),
                 {n: v[a:b] for n, v in cols.items()},
             )
             for a, b in zip(starts.tolist(), ends.tolist())
@@ -201,12 +206,12 @@ class Reader:
 
     def request_values(
         self, experiment: str, quick: bool, as_of: datetime | None = None, label: str | None = None
-    ) -> dict:
+    ) -> dict[RunKey, dict]:
         """(chip, arm, concurrency, round) -> {column: (request ids, values)} as numpy
         arrays, for the bootstrap (`intervals.py`): one value a request, and every
         inter-token gap ("itl_ms", the ids repeat) with each request's longest ("stall_ms")."""
         p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": label}
-        out: dict[tuple, dict] = {}
+        out: dict[RunKey, dict] = {}
         for k, cols in self._blocks(REQUEST_VALUES_SQL, p):
             ids = cols["request_id"].astype(np.int64)
             out[k] = {
@@ -223,8 +228,8 @@ class Reader:
 
     def timeline(
         self, experiment: str, quick: bool, chip: str, concurrency: int, round_: int
-    ) -> list[tuple[str, int, str, float, float]]:
-        """One run per arm: (arm, request id, label, token time s, gap before it ms)."""
+    ) -> list[TokenTime]:
+        """One run per arm: each token's arrival and the gap before it."""
         p = {
             "experiment": experiment,
             "quick": quick,
@@ -234,25 +239,18 @@ class Reader:
             "concurrency": concurrency,
             "round": round_,
         }
-        return [(a, int(r), lab, float(t), float(g)) for a, r, lab, t, g in self._rows(TIMELINE_SQL, p)]
-
-    def drafted_by_width(
-        self, experiment: str, quick: bool, as_of: datetime | None = None
-    ) -> list[tuple[str, str, int, int, int, float]]:
-        p = {"experiment": experiment, "quick": quick, "as_of": as_of}
         return [
-            (c, a, int(w), int(n), int(d), float(s))
-            for c, a, w, n, d, s in self._rows(DRAFTED_BY_WIDTH_SQL, p)
+            TokenTime(a, int(r), lab, float(t), float(g)) for a, r, lab, t, g in self._rows(TIMELINE_SQL, p)
         ]
 
-    def drafted_by_width_runs(self, experiment: str, quick: bool) -> dict[tuple, tuple[list, list]]:
-        """(chip, arm, width) -> (passes per run, drafted passes per run), for intervals."""
-        out: dict[tuple, tuple[list, list]] = {}
+    def drafted_by_width_runs(self, experiment: str, quick: bool) -> dict[WidthKey, WidthRuns]:
+        """(chip, arm, width) -> passes and drafted passes per run, for intervals."""
+        out: dict[WidthKey, WidthRuns] = {}
         p = {"experiment": experiment, "quick": quick, "as_of": None}
         for c, a, w, _, n, d in self._rows(DRAFTED_BY_WIDTH_RUNS_SQL, p):
-            n_list, d_list = out.setdefault((c, a, int(w)), ([], []))
-            n_list.append(int(n))
-            d_list.append(int(d))
+            runs = out.setdefault(WidthKey(c, a, int(w)), WidthRuns([], []))
+            runs.passes.append(int(n))
+            runs.drafted.append(int(d))
         return out
 
     def pass_runs(self, experiment: str, quick: bool, as_of: datetime | None = None) -> list[RunPasses]:
@@ -273,27 +271,17 @@ class Reader:
 
     def chip_arm_runtimes(self, experiment: str, quick: bool) -> dict[tuple[str, str], str]:
         """(chip, arm) -> its runtime (runs from before the runtime column: ours)."""
-        sql = CHIP_ARM_RUNTIMES_SQL
-        if "runtime" not in self._run_columns():
-            sql = sql.replace("c.runtime", "NULL")
         p = {"experiment": experiment, "quick": quick, "as_of": None}
-        return {(c, a): str(rt) for c, a, rt in self._rows(sql, p)}
-
-    def _run_columns(self) -> set[str]:
-        return {
-            r[0]
-            for r in self.con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'"
-            ).fetchall()
-        }
+        return {(c, a): str(rt) for c, a, rt in self._rows(CHIP_ARM_RUNTIMES_SQL, p)}
 
     def arm_policies(self, experiment: str, quick: bool) -> dict[str, ArmPolicy]:
         p = {"experiment": experiment, "quick": quick, "as_of": None}
         return {a: ArmPolicy(a, bool(m), str(pol)) for a, m, pol in self._rows(ARM_POLICIES_SQL, p)}
 
-    def layout(self, experiment: str, quick: bool) -> list[tuple[str, str, int]]:
+    def layout(self, experiment: str, quick: bool) -> list[CellKey]:
         return [
-            (c, a, int(k)) for c, a, k in self._rows(LAYOUT_SQL, {"experiment": experiment, "quick": quick})
+            CellKey(c, a, int(k))
+            for c, a, k in self._rows(LAYOUT_SQL, {"experiment": experiment, "quick": quick})
         ]
 
     def chips(self, experiment: str, quick: bool) -> list[Chip]:
@@ -307,62 +295,45 @@ class Reader:
             out.setdefault(what, []).append(value)
         return out
 
-    def declaration_cells(self, experiment: str, declaration: str) -> dict[tuple[str, str], set]:
+    def declaration_cells(self, experiment: str, declaration: str) -> dict[ChipKey, set[CellRound]]:
         """(chip name, chip id) -> {(arm, concurrency, round)} of complete full runs."""
-        out: dict[tuple[str, str], set] = {}
+        out: dict[ChipKey, set[CellRound]] = {}
         for name, chip_id, arm, conc, rnd in self._rows(
             DECLARATION_CELLS_SQL, {"experiment": experiment, "declaration": declaration}
         ):
-            out.setdefault((name, chip_id), set()).add((arm, int(conc), int(rnd)))
+            out.setdefault(ChipKey(name, chip_id), set()).add(CellRound(arm, int(conc), int(rnd)))
         return out
 
-    def run_summary(self, experiment: str | None = None) -> tuple[int, datetime | None]:
+    def run_summary(self, experiment: str | None = None) -> RunSummary:
         """Complete runs (of one experiment, full ones only; or of all) and the newest finish."""
         n, newest = self._rows(RUN_SUMMARY_SQL, {"experiment": experiment})[0]
-        return int(n), newest
+        return RunSummary(int(n), newest)
 
     def repetition_starts(self, experiment: str, arm: str) -> list[datetime]:
         return [r[0] for r in self._rows(REPETITIONS_SQL, {"experiment": experiment, "arm": arm})]
 
-    def _has_load(self) -> bool:
-        cols = {
-            r[0]
-            for r in self.con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'"
-            ).fetchall()
-        }
-        return {"loadavg_start", "loadavg_end", "steal_fraction", "busy_fraction_other"} <= cols
-
     def load_by_chip(self, experiment: str, quick: bool) -> dict[str, dict]:
-        """chip_id -> the load figures of its runs (empty for databases without them)."""
-        if not self._has_load():
-            return {}
+        """chip_id -> the load figures of its runs."""
         p = {"experiment": experiment, "quick": quick, "as_of": None}
         keys = ("runs", "load_min", "load_max", "steal_max", "busy_other_max", "with_load")
         return {r[0]: dict(zip(keys, r[1:])) for r in self._rows(LOAD_SQL, p)}
 
-    def busy_cells(self, experiment: str, quick: bool) -> set[tuple[str, str, int]]:
-        if not self._has_load():
-            return set()
+    def busy_cells(self, experiment: str, quick: bool) -> set[CellKey]:
         p = {"experiment": experiment, "quick": quick, "as_of": None, **BUSY}
-        return {(c, a, int(k)) for c, a, k in self._rows(BUSY_CELLS_SQL, p)}
+        return {CellKey(c, a, int(k)) for c, a, k in self._rows(BUSY_CELLS_SQL, p)}
 
-    def arm_runtimes(self, experiment: str, quick: bool) -> dict[str, tuple[str, bool]]:
+    def arm_runtimes(self, experiment: str, quick: bool) -> dict[str, ArmRuntime]:
         """arm -> (its runtime, whether its runs have per-pass rows)."""
-        cols = {
-            r[0]
-            for r in self.con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'"
-            ).fetchall()
-        }
-        sql = ARM_RUNTIMES_SQL if "runtime" in cols else ARM_RUNTIMES_SQL.replace("c.runtime", "NULL")
         p = {"experiment": experiment, "quick": quick, "as_of": None}
-        return {a: (rt, bool(has)) for a, rt, has in self._rows(sql, p)}
+        return {a: ArmRuntime(rt, bool(has)) for a, rt, has in self._rows(ARM_RUNTIMES_SQL, p)}
 
-    def remeasured(self, experiment: str, quick: bool, since: datetime) -> list[tuple]:
-        """Complete runs started at or after `since`
-        (run_id, chip_id, arm, concurrency, round, day, code_version)."""
-        return self._rows(REMEASURED_SQL, {"experiment": experiment, "quick": quick, "since": since})
+    def remeasured(self, experiment: str, quick: bool, since: datetime) -> list[LaterRun]:
+        """Complete runs started at or after `since`."""
+        p = {"experiment": experiment, "quick": quick, "since": since}
+        return [
+            LaterRun(run_id, chip, arm, int(k), int(r), day, code)
+            for run_id, chip, arm, k, r, day, code in self._rows(REMEASURED_SQL, p)
+        ]
 
     def raw_tables(self, experiment: str, quick: bool) -> dict[str, pa.Table]:
         p = {"experiment": experiment, "quick": quick, "as_of": None}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runner.publish.rows import CellKey
+
 
 @dataclass(frozen=True, slots=True)
 class Gap:
@@ -41,15 +43,15 @@ class Regimes:
 
 
 def check_regimes(
-    layout: list[tuple[str, str, int]],
+    layout: list[CellKey],
     measured: set[tuple[str, str, int]],
     chip_order: list[str],
     chip_names: dict[str, str],
 ) -> Regimes:
     """layout: (chip_id, arm, concurrency) of all runs; measured: those with complete data."""
-    ceiling = max((c for _, _, c in layout), default=1)
-    arms = tuple(sorted({a for _, a, _ in layout}))
-    concurrencies = tuple(sorted({c for _, _, c in layout} | {1, ceiling}))
+    ceiling = max((cell.concurrency for cell in layout), default=1)
+    arms = tuple(sorted({cell.arm for cell in layout}))
+    concurrencies = tuple(sorted({cell.concurrency for cell in layout} | {1, ceiling}))
     gaps = []
     for chip in chip_order:
         for arm in arms:

@@ -1,7 +1,11 @@
-"""The SQL behind every page question, by name: the runs a page uses, per-run and
-per-request values, per-pass summaries, layout and provenance. `queries.Reader` runs
-them; a block's "SQL behind this table" download is one of them with its parameters
-written in (`inline_sql`). Text only: nothing here connects to a database.
+"""The SQL behind every page question, by name.
+
+- The runs a page uses, per-run and per-request values, per-pass summaries, layout and
+  provenance; each per-request figure's expression is written once (`PREFILL_TPS`,
+  `DECODE_TPS`, `TTFT_MS`, `TPOT_MS`).
+- `queries.Reader` runs them; a block's "SQL behind this table" download is one of them
+  with its parameters written in (`inline_sql`).
+- Text only: nothing here connects to a database.
 """
 
 from __future__ import annotations
@@ -23,6 +27,11 @@ chosen AS (
 # $label (NULL: every request) keeps only the requests a scripted workload labelled so:
 # the figures of "the short requests" beside the long one.
 LABELLED = "($label::VARCHAR IS NULL OR q.label = $label)"
+# Each per-request figure, written once: the runs' aggregates and the bootstrap's
+# per-request values (REQUEST_VALUES_SQL) read the same expression.
+PREFILL_TPS = "q.prompt_tokens * 1e9 / nullif(q.first_token_ns - q.arrival_ns, 0)"
+DECODE_TPS = """CASE WHEN q.output_tokens > 1 THEN (q.output_tokens - 1) * 1e9
+                 / nullif(q.done_ns - q.first_token_ns, 0) END"""
 TTFT_MS = "(q.first_token_ns - q.arrival_ns) / 1e6"
 TPOT_MS = (
     "CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6 / (q.output_tokens - 1) END"
@@ -58,22 +67,26 @@ tok AS (
 ),
 req AS (
     SELECT q.run_id,
-        avg(q.prompt_tokens * 1e9 / nullif(q.first_token_ns - q.arrival_ns, 0)) AS prefill_tps,
-        avg(CASE WHEN q.output_tokens > 1 THEN (q.output_tokens - 1) * 1e9
-                 / nullif(q.done_ns - q.first_token_ns, 0) END) AS decode_tps,
+        avg("""
+    + PREFILL_TPS
+    + """) AS prefill_tps,
+        avg("""
+    + DECODE_TPS
+    + """) AS decode_tps,
         sum(q.output_tokens) * 1e9 / nullif(max(q.done_ns) - min(q.arrival_ns), 0) AS aggregate_tps,
-        quantile_cont((q.first_token_ns - q.arrival_ns) / 1e6, 0.5) AS ttft_p50_ms,
-        quantile_cont((q.first_token_ns - q.arrival_ns) / 1e6, 0.9) AS ttft_p90_ms,
-        quantile_cont(CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6
-                           / (q.output_tokens - 1) END, 0.5) AS tpot_p50_ms,
-        quantile_cont(CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6
-                           / (q.output_tokens - 1) END, 0.9) AS tpot_p90_ms,
-        quantile_cont("""
-    + TTFT_MS
-    + """, 0.99) AS ttft_p99_ms,
-        quantile_cont("""
-    + TPOT_MS
-    + """, 0.99) AS tpot_p99_ms,
+        """
+    + ",\n        ".join(
+        f"quantile_cont({expr}, {q}) AS {name}_p{p}_ms"
+        for name, expr in (("ttft", TTFT_MS), ("tpot", TPOT_MS))
+        for q, p in ((0.5, 50), (0.9, 90))
+    )
+    + """,
+        """
+    + ",\n        ".join(
+        f"quantile_cont({expr}, 0.99) AS {name}_p99_ms"
+        for name, expr in (("ttft", TTFT_MS), ("tpot", TPOT_MS))
+    )
+    + """,
         -- requests meeting both declared limits, per second of the cell (NULL without an SLO)
         CASE WHEN any_value(c.slo_ttft_ms) IS NOT NULL OR any_value(c.slo_tpot_ms) IS NOT NULL THEN
             count(*) FILTER (WHERE """
@@ -137,12 +150,17 @@ REQUEST_VALUES_SQL = (
     + CHOSEN_RUNS
     + """
 SELECT c.chip_id, c.arm, c.concurrency, c.round, q.request_id,
-       CAST(q.prompt_tokens * 1e9 / nullif(q.first_token_ns - q.arrival_ns, 0) AS DOUBLE) AS prefill_tps,
-       CAST(CASE WHEN q.output_tokens > 1 THEN (q.output_tokens - 1) * 1e9
-                 / nullif(q.done_ns - q.first_token_ns, 0) END AS DOUBLE) AS decode_tps,
-       CAST((q.first_token_ns - q.arrival_ns) / 1e6 AS DOUBLE) AS ttft_ms,
-       CAST(CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6
-                 / (q.output_tokens - 1) END AS DOUBLE) AS tpot_ms
+       """
+    + ",\n       ".join(
+        f"CAST({expr} AS DOUBLE) AS {name}"
+        for name, expr in (
+            ("prefill_tps", PREFILL_TPS),
+            ("decode_tps", DECODE_TPS),
+            ("ttft_ms", TTFT_MS),
+            ("tpot_ms", TPOT_MS),
+        )
+    )
+    + """
 FROM requests q JOIN chosen c ON q.run_id = c.run_id
 WHERE """
     + LABELLED
@@ -173,27 +191,6 @@ SELECT g.arm, g.request_id, coalesce(q.label, '') AS label, g.t_ns / 1e9 AS t_s,
 FROM gap g JOIN requests q ON q.run_id = g.run_id AND q.request_id = g.request_id
 WHERE g.chip_id = $chip AND g.concurrency = $concurrency AND g.round = $round AND g.gap_ms IS NOT NULL
 ORDER BY g.arm, g.request_id, g.token_index"""
-)
-
-ROUND_VALUES_SQL = (
-    RUN_METRICS
-    + """
-SELECT chip_id, arm, concurrency, round, value FROM long
-WHERE metric = $metric
-ORDER BY chip_id, arm, concurrency, round"""
-)
-
-DRAFTED_BY_WIDTH_SQL = (
-    "WITH "
-    + CHOSEN_RUNS
-    + """
-SELECT c.chip_id, c.arm, p.width,
-       count(*) AS passes,
-       count(*) FILTER (WHERE p.drafted > 0) AS drafted_passes,
-       count(*) FILTER (WHERE p.drafted > 0) / count(*) AS drafted_share
-FROM passes p JOIN chosen c ON p.run_id = c.run_id
-GROUP BY c.chip_id, c.arm, p.width
-ORDER BY c.chip_id, c.arm, p.width"""
 )
 
 DRAFTED_BY_WIDTH_RUNS_SQL = (
@@ -289,7 +286,8 @@ ARM_RUNTIMES_SQL = (
     "WITH "
     + CHOSEN_RUNS
     + """
-SELECT c.arm, string_agg(DISTINCT coalesce(c.runtime, 'bothrows'), ', ' ORDER BY coalesce(c.runtime, 'bothrows')),
+SELECT c.arm,
+       string_agg(DISTINCT coalesce(c.runtime, 'bothrows'), ', ' ORDER BY coalesce(c.runtime, 'bothrows')),
        bool_or(EXISTS (SELECT 1 FROM passes p WHERE p.run_id = c.run_id))
 FROM chosen c GROUP BY c.arm ORDER BY c.arm"""
 )

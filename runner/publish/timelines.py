@@ -32,7 +32,7 @@ def timeline_chart(data: PostData, concurrency: int | None, round_: int, chip: s
             )
         return data.token(render_block("block_error.html", message="timeline not drawn"), "")
     rows = data.reader.timeline(data.experiment, data.quick, chip_id, int(conc), round_)
-    arms = [a for a in data.arm_order if any(r[0] == a for r in rows)]
+    arms = [a for a in data.arm_order if any(r.arm == a for r in rows)]
     if not arms:
         data.fail(
             f"timeline_chart: no per-token times for concurrency {conc}, round {round_} on "
@@ -41,13 +41,13 @@ def timeline_chart(data: PostData, concurrency: int | None, round_: int, chip: s
         return data.token(render_block("block_error.html", message="timeline not drawn"), "")
     names, series = [], []
     for arm in arms:
-        for rid in sorted({r[1] for r in rows if r[0] == arm}):
-            pts = [r for r in rows if r[0] == arm and r[1] == rid]
-            name = f"{pts[0][2] or 'request'} {rid}"
+        for rid in sorted({r.request_id for r in rows if r.arm == arm}):
+            pts = [r for r in rows if r.arm == arm and r.request_id == rid]
+            name = f"{pts[0].label or 'request'} {rid}"
             if name not in names:
                 names.append(name)
-            ys = tuple(round(p[4], 4) for p in pts)
-            series.append(charts.Series(arm, name, tuple(round(p[3], 6) for p in pts), ys, ys, ys))
+            ys = tuple(round(p.gap_ms, 4) for p in pts)
+            series.append(charts.Series(arm, name, tuple(round(p.t_s, 6) for p in pts), ys, ys, ys))
     fig = charts.panel_figure(
         series, [(a, a) for a in arms], names, {}, "time (s)", "gap before the token (ms)", [], kind="lines"
     )
@@ -58,7 +58,7 @@ def timeline_chart(data: PostData, concurrency: int | None, round_: int, chip: s
         if key.startswith("xaxis"):
             axis.pop("tickvals", None)
             axis.pop("ticktext", None)
-    div_id = charts.chart_id(data.key, "timeline", conc, round_, len(data.blocks))
+    div_id = charts.chart_id(data.key, "timeline", conc, round_, len(data.state.blocks))
     params = {**data.params, "chip": chip_id, "concurrency": int(conc), "round": round_}
     sql_href = data.register_sql("timeline", sql.inline_sql(sql.TIMELINE_SQL, params))
     html = render_block(

@@ -1,12 +1,14 @@
-"""The only writer of the bothrows DuckDB file: open (with its write lock), migrate (the
-schema's history is migrations.py's), and append chips, runs, requests, per-token times
-and passes.
+"""The only writer of the bothrows DuckDB file.
 
-Append-only: a re-measurement adds runs; nothing changes in place except what a run's
-finish records (its status, finish time and the machine-load figures taken over its
-cell). Rows go in as Arrow tables, never one `executemany` row at a time.
-This module does not read data for pages (that is `runner.publish.queries`) and knows
-nothing about the engine or experiments beyond the column names.
+- Open (with its write lock), migrate (the schema's history is migrations.py's), and
+  append chips, runs (one a `CellRecord`, `cell.py`), requests, per-token times and
+  passes.
+- Append-only: a re-measurement adds runs; nothing changes in place except what a run's
+  finish records (its status, finish time and the machine-load figures taken over its
+  cell).
+- Rows go in as Arrow tables, never one `executemany` row at a time.
+- It reads no data for pages (that is `runner.publish.queries`) and knows nothing about
+  the engine or experiments beyond the column names.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Iterator, Sequence
 import duckdb
 import pyarrow as pa
 
+from .cell import CellRecord
 from .migrations import ADDED_COLUMNS, MIGRATIONS, SCHEMA_VERSION  # noqa: F401  (the API)
 
 LOAD_COLUMNS = ("loadavg_start", "loadavg_end", "steal_fraction", "busy_fraction_other")
@@ -202,27 +205,18 @@ class Store:
 
     def begin_run(
         self,
+        cell: CellRecord,
         *,
-        experiment: str,
-        declaration_sha256: str,
-        arm: str,
-        concurrency: int,
-        round: int,
         chip_id: str,
         model_sha256: str,
         code_version: str,
         knobs: dict,
-        seed: int,
-        quick: bool,
         started_at: datetime | None = None,
-        runtime: str = "bothrows",
-        slo_ttft_ms: float | None = None,
-        slo_tpot_ms: float | None = None,
     ) -> str:
-        """A new 'running' run; slo_*: the declared service-level objective (None: none)."""
+        """A new 'running' run of `cell` on this chip; knobs: what its runtime ran with."""
         if not self._one("SELECT 1 FROM chips WHERE chip_id = ?", [chip_id]):
             raise StoreError(f"begin_run: chip {chip_id!r} is not in the database; call ensure_chip first")
-        for key, value in (("slo_ttft_ms", slo_ttft_ms), ("slo_tpot_ms", slo_tpot_ms)):
+        for key, value in (("slo_ttft_ms", cell.slo_ttft_ms), ("slo_tpot_ms", cell.slo_tpot_ms)):
             if value is not None and not _positive(value):
                 raise StoreError(f"begin_run: {key} must be a positive finite number or None, got {value!r}")
         run_id = uuid.uuid4().hex
@@ -233,21 +227,21 @@ class Store:
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running', ?, ?, ?)",
             [
                 run_id,
-                experiment,
-                declaration_sha256,
-                arm,
-                int(concurrency),
-                int(round),
+                cell.experiment,
+                cell.declaration_sha256,
+                cell.arm,
+                int(cell.concurrency),
+                int(cell.round),
                 chip_id,
                 model_sha256,
                 code_version,
                 json.dumps(knobs, sort_keys=True, default=str),
-                int(seed),
-                bool(quick),
+                int(cell.seed),
+                bool(cell.quick),
                 _utc_naive(started_at),
-                str(runtime),
-                slo_ttft_ms,
-                slo_tpot_ms,
+                str(cell.runtime),
+                cell.slo_ttft_ms,
+                cell.slo_tpot_ms,
             ],
         )
         return run_id

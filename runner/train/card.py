@@ -98,10 +98,12 @@ def render(directory: Path, manifest: Path = corpus.MANIFEST) -> str:
         f"`runner/train/corpus_manifest.json` (sha256 `{man_sha[:16]}...`) pins {len(files)} files, "
         f"{sum(f.size for f in files):,} bytes, each with size and sha256; the recipe refuses to run "
         "when the local files differ (unless `--rebuild-manifest`).",
-        f"Split by file on sha256(path) mod 100 < {corpus.HELDOUT_PERCENT}: {recipe.get('train_files')} train files "
+        f"Split by file on sha256(path) mod 100 < {corpus.HELDOUT_PERCENT}: "
+        f"{recipe.get('train_files')} train files "
         f"({recipe.get('train_bytes', 0):,} bytes, {recipe.get('train_tokens', 0):,} tokens) and "
         f"{recipe.get('heldout_files')} held-out files ({recipe.get('heldout_bytes', 0):,} bytes). "
-        f"`heldout.jsonl` holds {recipe.get('heldout_prompts', 300)} line-aligned chunks (1,000-1,600 characters) of "
+        f"`heldout.jsonl` holds {recipe.get('heldout_prompts', 300)} line-aligned chunks "
+        "(1,000-1,600 characters) of "
         "held-out files only. Held-out files:",
         "",
         "| file | bytes | sha256 |",
@@ -136,9 +138,12 @@ def render(directory: Path, manifest: Path = corpus.MANIFEST) -> str:
         "| measure | value |",
         "| --- | --- |",
         f"| train loss, last 50 steps (nats/token) | {final_train:.3f} |",
-        f"| train loss, {ev.get('heldout_tokens', 0) // 256} train windows of 256 | {ev.get('train_loss', float('nan')):.3f} |",
-        f"| held-out next-token loss ({ev.get('heldout_tokens', 0):,} tokens) | {ev.get('heldout_loss', float('nan')):.3f} |",
-        f"| unigram baseline on held-out (train unigram, add-one) | {ev.get('unigram_heldout_loss', float('nan')):.3f} |",
+        f"| train loss, {ev.get('heldout_tokens', 0) // 256} train windows of 256 | "
+        f"{ev.get('train_loss', float('nan')):.3f} |",
+        f"| held-out next-token loss ({ev.get('heldout_tokens', 0):,} tokens) | "
+        f"{ev.get('heldout_loss', float('nan')):.3f} |",
+        f"| unigram baseline on held-out (train unigram, add-one) | "
+        f"{ev.get('unigram_heldout_loss', float('nan')):.3f} |",
         f"| MTP train loss (t+2), last 50 steps | {final_mtp:.3f} |",
         f"| indexer KL, last 50 steps | {final_kl:.3f} |",
         f"| dense attention mass on the indexer's top-32 / top-64 keys (held-out, T=256) | "
@@ -147,14 +152,19 @@ def render(directory: Path, manifest: Path = corpus.MANIFEST) -> str:
         f"| the same on the 32 / 64 most recent keys (sliding-window baseline) | "
         f"{100 * ev.get('recent32_attention_mass', float('nan')):.1f}% / "
         f"{100 * ev.get('recent64_attention_mass', float('nan')):.1f}% |",
-        f"| greedy MTP acceptance on held-out prompts | {100 * ev.get('mtp_acceptance', float('nan')):.1f}% |",
-        f"| the same on the {ev.get('prompts_excluding_encodings')} prompts not from `encodings/` charmap tables | "
+        f"| greedy MTP acceptance on held-out prompts | "
+        f"{100 * ev.get('mtp_acceptance', float('nan')):.1f}% |",
+        f"| the same on the {ev.get('prompts_excluding_encodings')} prompts "
+        "not from `encodings/` charmap tables | "
         f"{100 * ev.get('mtp_acceptance_excluding_encodings', float('nan')):.1f}% |",
-        f"| mlx-lm greedy tokens differing from ours | {ev.get('parity_mismatches')} of {ev.get('parity_tokens')} |",
-        f"| max abs logit difference vs mlx-lm (one prompt) | {ev.get('max_logit_diff_vs_mlx_lm', float('nan')):.1e} |",
+        f"| mlx-lm greedy tokens differing from ours | "
+        f"{ev.get('parity_mismatches')} of {ev.get('parity_tokens')} |",
+        f"| max abs logit difference vs mlx-lm (one prompt) | "
+        f"{ev.get('max_logit_diff_vs_mlx_lm', float('nan')):.1e} |",
         "",
         f"Acceptance: {ev.get('prompts_used')} held-out prompts, each cut to its first "
-        f"{ev.get('prompt_tokens')} tokens and continued greedily for {ev.get('generated_tokens')} tokens; "
+        f"{ev.get('prompt_tokens')} tokens and continued greedily for "
+        f"{ev.get('generated_tokens')} tokens; "
         "at each position the MTP draft argmax(mtp(h_t, x_{t+1})) is compared with the main "
         f"model's greedy x_(t+2) ({ev.get('drafted')} drafts). The continuations come from mlx-lm "
         "loading this directory; our engine's `Model` re-scores them and must agree on every token.",
@@ -166,7 +176,8 @@ def render(directory: Path, manifest: Path = corpus.MANIFEST) -> str:
 def _header(recipe: dict, cfg: dict) -> list[str]:
     if recipe.get("preset") == "deep":
         return [
-            f"# deep: a {cfg.get('num_hidden_layers')}-layer GLM-4.5-style MoE grown from tiny, with an MTP layer and an indexer",
+            f"# deep: a {cfg.get('num_hidden_layers')}-layer GLM-4.5-style MoE grown from tiny, "
+            "with an MTP layer and an indexer",
             "",
             "The deep checkpoint: one MTP layer on top of "
             f"{cfg.get('num_hidden_layers')} main layers, so the MTP layer and the second read of",

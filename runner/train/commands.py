@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from .. import blas
+from ..experiments.chip import core_count, cpu_name
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "models" / "tiny"
 VOCAB_SIZE = 4096
@@ -105,7 +106,7 @@ def main_train_tiny(args: argparse.Namespace, verb: str = "train-tiny", prepare=
         return 2
     if not args.no_openblas:
         # Training's products are large: both cores' BLAS threads pay, unlike decode's.
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", str(_cores()))
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", str(core_count()))
         blas.reexec_with_openblas(blas.argv_from(verb))
     from ..engine.checkpoint import CheckpointError
     from .corpus import CorpusError
@@ -126,6 +127,7 @@ def prepare_and_train(args: argparse.Namespace) -> None:
     import mlx.core as mx
 
     from ..engine.checkpoint import load_tokenizer
+    from ..prompts import write_prompts
     from . import corpus, data, loop
     from .random_init import write_tokenizer
 
@@ -147,7 +149,7 @@ def prepare_and_train(args: argparse.Namespace) -> None:
     eos = tok.token_to_id(data.EOS_TOKEN)
     stream = data.encode_stream(tok, train_texts, eos)
     prompts = data.heldout_prompts(heldout_texts)
-    data.write_prompts(prompts, out / "heldout.jsonl")
+    write_prompts(prompts, out / "heldout.jsonl")
 
     cfg = loop.TrainConfig(seed=args.seed)
     if args.steps:
@@ -161,7 +163,7 @@ def prepare_and_train(args: argparse.Namespace) -> None:
         "command": " ".join(["runner", *blas.argv_from("train-tiny")]),
         "python": sys.version.split()[0],
         "mlx": mx.__version__,
-        "machine": f"{platform.machine()} {_cpu_name()}, {_cores()} cores",
+        "machine": f"{platform.machine()} {cpu_name()}, {core_count()} cores",
         "blas": blas.describe(),
         "stdlib_root": str(root),
         "manifest": str(manifest.name),
@@ -240,17 +242,3 @@ def finish(out: Path, eval_prompts: int | None) -> None:
     (out / "eval.json").write_text(json.dumps(results, indent=2) + "\n")
     write_card(out)
     print(f"train-tiny: wrote {out / 'README.md'}", flush=True)
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -1,27 +1,20 @@
 """Corpus text -> token streams, training batches and held-out prompts.
 
-Files are tokenized one by one and joined with `<|endoftext|>`; batches are seeded
-random windows of the train stream, each `context + 2` tokens long so that the MTP
-loss (token t+2) has a target at every position. Held-out prompts are line-aligned
-chunks of held-out files only, written to and read from JSONL here. This file knows
-nothing about the model.
+- Files are tokenized one by one and joined with `<|endoftext|>`.
+- Batches are seeded random windows of the train stream, each `context + 2` tokens long,
+  so that the MTP loss (token t+2) has a target at every position.
+- Held-out prompts are line-aligned chunks of held-out files only; their JSONL file is
+  `runner/prompts.py`'s.
+- It knows nothing about the model.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
-
 import numpy as np
 
+from runner.prompts import Prompt
+
 EOS_TOKEN = "<|endoftext|>"
-
-
-@dataclass(frozen=True)
-class Prompt:
-    id: str
-    text: str
 
 
 def encode_stream(tokenizer, texts: list[str], eos_id: int) -> np.ndarray:
@@ -77,35 +70,3 @@ def heldout_prompts(
         picks = np.linspace(0, len(chunks) - 1, limit).round().astype(int)
         chunks = [chunks[i] for i in sorted(set(picks.tolist()))]
     return chunks
-
-
-def write_prompts(prompts: list[Prompt], path: Path) -> None:
-    with path.open("w") as f:
-        for p in prompts:
-            f.write(json.dumps({"id": p.id, "text": p.text}) + "\n")
-
-
-class PromptsError(ValueError):
-    """An unusable prompts file; the message names the file (and line)."""
-
-
-def read_prompts(path: Path) -> list[Prompt]:
-    """The prompts of a JSONL file of {"id", "text"} objects, such as a checkpoint's
-    heldout.jsonl (the one reader of that format; blank lines are skipped). A record
-    without an id is named by its file and line."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise PromptsError(f"{path}: cannot read prompts: {e}") from None
-    prompts = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise PromptsError(f"{path}:{number}: not a JSON object ({e.msg})") from None
-        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-            raise PromptsError(f"{path}:{number}: expected an object with a string 'text'")
-        prompts.append(Prompt(str(record.get("id", f"{path.name}:{number}")), record["text"]))
-    return prompts

@@ -20,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import blas
+from ..experiments.chip import core_count, cpu_name
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 SOURCE = MODELS / "tiny"
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> None:
         "layers": LAYERS,
         "python": sys.version.split()[0],
         "mlx": mx.__version__,
-        "machine": f"{platform.machine()} {_cpu_name()}, {_cores()} cores",
+        "machine": f"{platform.machine()} {cpu_name()}, {core_count()} cores",
         "blas": blas.describe(),
         "stdlib_root": str(root),
         "manifest": (args.manifest or corpus.MANIFEST).name,
@@ -128,15 +129,3 @@ def run(args: argparse.Namespace) -> None:
     )
     (out / "recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
     resume.clear(states)
-
-
-def _cpu_name() -> str:
-    from .commands import _cpu_name as name
-
-    return name()
-
-
-def _cores() -> int:
-    from .commands import _cores as cores
-
-    return cores()

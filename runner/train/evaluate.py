@@ -20,6 +20,7 @@ import numpy as np
 
 from ..engine.checkpoint import load_model, load_tokenizer, read_args
 from ..engine.indexer import topk_select
+from ..prompts import read_prompts
 from . import corpus, data
 from .losses import causal_mask, cross_entropy, dense_attention, forward
 
@@ -143,7 +144,7 @@ def evaluate(directory: Path, limit: Optional[int] = None, log: Callable[[str], 
             model, heldout, k
         )
     log(f"train loss {res['train_loss']:.4f}, unigram baseline {res['unigram_heldout_loss']:.4f}")
-    prompts = data.read_prompts(directory / "heldout.jsonl")[:limit]
+    prompts = read_prompts(directory / "heldout.jsonl")[:limit]
     encoded = [(p.id, tok.encode(p.text).ids) for p in prompts]
     kept = [(pid, x[:PROMPT_TOKENS]) for pid, x in encoded if len(x) >= PROMPT_TOKENS]
     ids = np.array([x for _, x in kept], dtype=np.int32)

@@ -1,27 +1,24 @@
-"""Shared helpers for the generator's tests: a session-wide fixture database and tiny
-real mkdocs projects (their own mkdocs.yml, posts and database) built in-process.
+"""Shared helpers for the generator's tests: tiny real mkdocs projects (their own
+mkdocs.yml, posts and database) built in-process.
 
-Import the fixtures from test files: `from conftest_publish import *`.
+- Test files import what they use: `from publish_project import build_site, post_text`.
+- The session-wide fixture database is `conftest.py`'s `fixture_db` fixture.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from fixture_db import EXPERIMENT
 from mkdocs.commands.build import build
 from mkdocs.config import load_config
 from mkdocs.exceptions import Abort
 
-sys.path.insert(0, str(Path(__file__).parent))
-from fixture_db import EXPERIMENT, build_fixture  # noqa: E402
-
-from runner.publish.plugin import database_of  # noqa: E402
-from runner.store.measurements import sync_database  # noqa: E402
+from runner.publish.plugin import database_of
+from runner.store.measurements import sync_database
 
 POST = """\
 ---
@@ -33,9 +30,11 @@ updates:
 ---
 # Speculative decoding on the fixture
 
-Solo on M1, MTP is {{{{ claim("{stated}", gain("decode_tps", arm="on", base="off", concurrency=1, chip="Fixture M1")) }}}} on decode.
+Solo on M1, MTP is {{{{ claim("{stated}",
+    gain("decode_tps", arm="on", base="off", concurrency=1, chip="Fixture M1")) }}}} on decode.
 
-{{{{ regime_table(["prefill_tps", "decode_tps", "aggregate_tps", "drafted_passes", "acceptance", "state_mb"]) }}}}
+{{{{ regime_table(["prefill_tps", "decode_tps", "aggregate_tps",
+    "drafted_passes", "acceptance", "state_mb"]) }}}}
 
 {{{{ chart("decode_tps", x="concurrency") }}}}
 
@@ -109,13 +108,6 @@ def build_site(config_file: Path, *, strict: bool = True, site: Path | None = No
     finally:
         logging.getLogger("mkdocs").removeHandler(handler)
     return BuildResult(ok, handler.messages, site)
-
-
-@pytest.fixture(scope="session")
-def fixture_db(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("db") / "runs.duckdb"
-    build_fixture(path)
-    return path
 
 
 def dedent(text: str) -> str:

@@ -1,0 +1,157 @@
+"""The boundaries ARCHITECTURE.md states, checked on the source: every module under
+`runner/` named there, no import circles (imports under TYPE_CHECKING and inside
+functions count), the engine importing nothing else of `runner`, measuring and
+publishing importing nothing from training, and DuckDB imported only by the store and
+the query layer."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNNER = ROOT / "runner"
+
+# The engine's circles, removed by the `house-engine` branch (issue 26: Engine.collect,
+# methods on Launched, a counts list for MoE). Delete this allowance when it merges.
+KNOWN_ENGINE_CIRCLES = [
+    ["runner.engine.engine", "runner.engine.events"],
+    ["runner.engine.launch", "runner.engine.lookahead"],
+    ["runner.engine.model", "runner.engine.moe"],
+]
+DUCKDB_IMPORTERS = {"runner.publish.queries", "runner.report"}  # report: catches duckdb.Error
+
+
+def _name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_name(p): p for p in sorted(RUNNER.rglob("*.py"))}
+
+
+def _imports(name: str) -> tuple[set[str], set[str]]:
+    """The runner modules `name` imports anywhere in its file, and every imported top name."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    inside, tops = _imports_in(path.read_text(encoding="utf-8"), package)
+    inside.discard(name)
+    return inside, tops
+
+
+def _imports_in(source: str, package: str) -> tuple[set[str], set[str]]:
+    """Every import statement of `source`, wherever it sits (TYPE_CHECKING blocks and
+    function bodies included), resolved against `package`."""
+    inside, tops = set(), set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                tops.add(alias.name.split(".")[0])
+                mod = alias.name
+                while mod and mod not in MODULES:
+                    mod = mod.rpartition(".")[0]
+                if mod:
+                    inside.add(mod)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - (node.level - 1)]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            tops.add(base.split(".")[0])
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                if full in MODULES:
+                    inside.add(full)
+                elif base in MODULES:
+                    inside.add(base)
+    return inside, tops
+
+
+GRAPH = {name: _imports(name)[0] for name in MODULES}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), sorted."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_every_module_under_runner_is_named_in_architecture_md():
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    missing = [
+        str(p.relative_to(RUNNER))
+        for p in MODULES.values()
+        if f"`{p.relative_to(RUNNER)}`" not in text and f"`{p.relative_to(ROOT)}`" not in text
+    ]
+    assert not missing, f"ARCHITECTURE.md does not name: {', '.join(missing)}"
+
+
+def test_readme_links_to_architecture_md():
+    assert "(ARCHITECTURE.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_no_module_under_runner_is_in_an_import_circle():
+    circles = [c for c in _circles(GRAPH) if c not in KNOWN_ENGINE_CIRCLES]
+    assert not circles, f"import circles: {circles}"
+
+
+def test_the_circle_finder_counts_type_checking_and_call_time_imports():
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from .engine import Engine\n"
+        "def later():\n    from runner.store import store\n"
+    )
+    inside, _ = _imports_in(source, "runner.engine")
+    assert inside == {"runner.engine.engine", "runner.store.store"}
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _circles(graph) == [["a", "b", "c"]]
+
+
+def test_the_engine_imports_nothing_else_of_runner():
+    bad = {
+        n: sorted(m for m in GRAPH[n] if not m.startswith("runner.engine"))
+        for n in MODULES
+        if n.startswith("runner.engine")
+    }
+    assert not {n: m for n, m in bad.items() if m}
+
+
+def test_measuring_and_publishing_import_nothing_from_training():
+    packages = ("runner.experiments", "runner.runtimes", "runner.store", "runner.publish")
+    bad = {
+        n: sorted(m for m in GRAPH[n] if m.startswith("runner.train"))
+        for n in MODULES
+        if n.startswith(packages)
+    }
+    assert not {n: m for n, m in bad.items() if m}
+
+
+def test_only_the_store_and_the_query_layer_import_duckdb():
+    importers = {n for n in MODULES if "duckdb" in _imports(n)[1]}
+    assert {n for n in importers if not n.startswith("runner.store")} <= DUCKDB_IMPORTERS
