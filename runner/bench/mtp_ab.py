@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 
-from ..engine import Engine, collect
+from ..engine import Engine
 from ..train.data import read_prompts
 from .stats import machine_line, ratio_spread, spread
 
@@ -26,7 +26,7 @@ def heldout_prompts(engine: Engine, n: int, length: int) -> list[list[int]]:
 
 
 def measure(engine: Engine, prompts: list[list[int]], new_tokens: int) -> dict:
-    _, passes, reqs = collect(engine, prompts, new_tokens)
+    _, passes, reqs = engine.collect(prompts, new_tokens)
     per_seq = [(r.output_tokens - 1) / ((r.done_ns - r.first_token_ns) / 1e9) for r in reqs]
     drafted = sum(p.drafted for p in passes)
     return dict(
