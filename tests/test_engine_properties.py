@@ -83,6 +83,7 @@ def test_state_bytes_count_the_mtp_backlog_and_draft_distributions(engine_cache)
     for knobs, temperature in (
         (dict(draft_policy="never", mtp_sync="lazy"), 0.0),
         (dict(draft_policy="always", mtp_sync="eager"), 0.8),
+        (dict(draft_policy="always", mtp_sync="lazy", draft_tokens=3), 0.8),  # k q's a row
     ):
         eng = engine_cache(max_batch_size=2, prefill_chunk=8, mtp=True, **knobs)
         extra = []

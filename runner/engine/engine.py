@@ -1,12 +1,13 @@
 """Engine: continuous batching over one MLX model, one forward pass committed per `step()`.
 
-step() reads as the loop it is: take the pass queued by the previous step (or admit,
-plan and launch one), queue the pass after it when its inputs follow from this one's
-outputs (launch.py), wait for the pass, choose and commit tokens
-(verifying drafts), book or run the MTP layer's drafts for the next pass, retire
-finished rows and free their blocks, let the draft policy learn, and emit the pass
-event. A pass event's duration is the wall time of the step that committed it, so a
-run's pass durations add up to its time in step().
+- step() reads as the loop it is: take the pass queued by the previous step (or admit,
+  plan and launch one), queue the pass after it when its inputs follow from this one's
+  outputs (launch.py), wait for the pass, commit each row's tokens verifying its drafts
+  (verify.py), have the drafter propose the next pass's drafts (k as the launcher
+  decided), retire finished rows (retire.py), let the draft policy learn, and emit the
+  pass event.
+- A pass event's duration is the wall time of the step that committed it, so a run's
+  pass durations add up to its time in step().
 """
 
 from __future__ import annotations
