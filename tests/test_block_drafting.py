@@ -75,9 +75,10 @@ def _with_drafter(eng: Engine, drafter) -> Engine:
     topk=st.sampled_from([0, 4]),
     max_new=st.integers(1, 12),
     chunk=st.sampled_from([3, 16]),
+    policy=st.sampled_from(["always", "solo", "adaptive"]),
 )
 def test_chained_mtp_is_lossless_for_any_k(
-    engine_cache, prompts, batch, k, sync, cache, topk, max_new, chunk
+    engine_cache, prompts, batch, k, sync, cache, topk, max_new, chunk, policy
 ):
     plain = engine_cache(max_batch_size=1, index_topk=topk).generate(prompts, max_new_tokens=max_new)
     eng = engine_cache(
@@ -85,6 +86,7 @@ def test_chained_mtp_is_lossless_for_any_k(
         prefill_chunk=chunk,
         mtp=True,
         draft_tokens=k,
+        draft_policy=policy,
         mtp_sync=sync,
         prefix_cache_bytes=cache,
         index_topk=topk,

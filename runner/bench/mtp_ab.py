@@ -95,10 +95,11 @@ def run(
             dec = [m["decode"] for m in ms]
             base = [m["decode"] for m in results[("off", w)]] if "off" in arms else dec
             drafted_passes = statistics.mean(m["drafted_passes"] for m in ms)
+            taus = [m["tau"] for m in ms if m["tau"]]  # runs that drafted at all
             passes = statistics.mean(m["passes"] for m in ms)
             print(
                 f"{a:<10} {w:>4} {spread(dec):>24} {ratio_spread(dec, base):>20} "
                 f"{drafted_passes:>7.1f}/{passes:<7.1f}"
                 f"{statistics.mean(m['acceptance'] for m in ms):>11.1%} "
-                f"{statistics.mean(m['tau'] for m in ms):>12.2f} {max(m['state_mb'] for m in ms):>12.3f}"
+                f"{statistics.mean(taus) if taus else 0.0:>12.2f} {max(m['state_mb'] for m in ms):>12.3f}"
             )
