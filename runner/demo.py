@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from .engine import Engine, collect
+from .engine import Engine
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,7 +28,7 @@ def main(args: argparse.Namespace) -> int:
         p.text[:300] for p in read_prompts(resolve_checkpoint(args.model) / "heldout.jsonl")[: args.prompts]
     ]
     prompts = [engine.tokenizer.encode(t).ids[:48] for t in texts]
-    outs, passes, _ = collect(engine, prompts, args.tokens)
+    outs, passes, _ = engine.collect(prompts, args.tokens)
     for p, o in zip(prompts, outs):
         print("-" * 72)
         print(engine.tokenizer.decode(p) + "\033[1m" + engine.tokenizer.decode(o) + "\033[0m")

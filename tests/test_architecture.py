@@ -12,13 +12,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "runner"
 
-# The engine's circles, removed by the `house-engine` branch (issue 26: Engine.collect,
-# methods on Launched, a counts list for MoE). Delete this allowance when it merges.
-KNOWN_ENGINE_CIRCLES = [
-    ["runner.engine.engine", "runner.engine.events"],
-    ["runner.engine.launch", "runner.engine.lookahead"],
-    ["runner.engine.model", "runner.engine.moe"],
-]
 DUCKDB_IMPORTERS = {"runner.publish.queries", "runner.report"}  # report: catches duckdb.Error
 
 
@@ -117,7 +110,7 @@ def test_readme_links_to_architecture_md():
 
 
 def test_no_module_under_runner_is_in_an_import_circle():
-    circles = [c for c in _circles(GRAPH) if c not in KNOWN_ENGINE_CIRCLES]
+    circles = _circles(GRAPH)
     assert not circles, f"import circles: {circles}"
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.engine import Engine, collect
+from runner.engine import Engine
 
 prompts_st = st.lists(st.lists(st.integers(1, 300), min_size=1, max_size=24), min_size=1, max_size=6)
 policies = st.sampled_from(["always", "solo", "adaptive", "never"])
@@ -19,7 +19,7 @@ def run(eng, prompts, max_new, eos):
     saved, before = eng.eos, eng.passes_queued
     eng.eos = frozenset(eos)
     try:
-        outs, passes, _ = collect(eng, prompts, max_new)
+        outs, passes, _ = eng.collect(prompts, max_new)
     finally:
         eng.eos = saved
     return outs, passes, eng.passes_queued - before

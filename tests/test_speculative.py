@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.engine import Engine, PassEvent, collect
+from runner.engine import Engine, PassEvent
 from runner.engine.sampler import accept_draft
 from runner.engine.sequence import Sequence
 from runner.engine.speculative import commit
@@ -43,7 +43,7 @@ def test_greedy_speculation_is_lossless(
         kv_block_size=block,
         max_pass_tokens=budget,
     )
-    outs, passes, _ = collect(spec, prompts, max_new)
+    outs, passes, _ = spec.collect(prompts, max_new)
     assert outs == plain
     assert all(len(o) <= max_new for o in outs)
     for p in passes:
@@ -63,7 +63,7 @@ def test_shipped_model_accepts_drafts_and_stays_lossless():
     prompts = [[int(t) for t in np.random.default_rng(i).integers(10, 2000, 24)] for i in range(3)]
     plain = Engine.from_pretrained("tiny", max_batch_size=3).generate(prompts, max_new_tokens=24)
     spec = Engine.from_pretrained("tiny", max_batch_size=3, mtp=True, draft_policy="always")
-    outs, passes, _ = collect(spec, prompts, 24)
+    outs, passes, _ = spec.collect(prompts, 24)
     assert outs == plain
     assert sum(p.accepted for p in passes) > 0
     assert sum(p.emitted for p in passes) == sum(map(len, outs))

@@ -2,7 +2,8 @@
 
 `runner bench` compares this engine with mlx-lm on one checkpoint (decode tok/s at
 batch 1, aggregate decode tok/s at batch 4, prefill tok/s for a 512-token prompt);
-`runner bench --mtp` is the MTP A/B (off vs each draft policy at 1 and 4 sequences);
+`runner bench --mtp` is the MTP A/B (off vs each draft policy at 1 and 4 sequences;
+`--draft-tokens k` chains the MTP layer k times);
 `runner bench --pass-cost` times a drafting pass against a plain one for the
 checkpoint's shape at several main-layer counts (what acceptance drafting needs).
 Systems and arms are interleaved within each round so machine drift hits all alike.
@@ -45,6 +46,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--seqs", default="1,4", help="with --mtp: comma-separated sequence counts, 1 to 4 (default: 1,4)"
     )
     p.add_argument(
+        "--draft-tokens",
+        type=int,
+        default=1,
+        help="with --mtp: drafts a row carries into a pass in the drafting arms, 1 to 16 (the MTP "
+        "layer chained k times; default: 1)",
+    )
+    p.add_argument(
         "--arms",
         default="off,always,solo,adaptive",
         help="with --mtp: comma-separated arms among off, always, solo, adaptive, lazy-solo",
@@ -64,6 +72,9 @@ def main(args: argparse.Namespace) -> int:
     if seqs is None or max(seqs) > 4:
         print(f"runner bench: --seqs expects comma-separated sequence counts from 1 to 4, got {args.seqs!r}")
         return 2
+    if not 1 <= args.draft_tokens <= 16:
+        print(f"runner bench: --draft-tokens expects a count from 1 to 16, got {args.draft_tokens}")
+        return 2
     from ..engine.checkpoint import CheckpointError
 
     if not args.no_openblas:
@@ -76,7 +87,15 @@ def main(args: argparse.Namespace) -> int:
         elif args.mtp:
             from .mtp_ab import run
 
-            run(args.model, args.rounds, args.tokens, args.arms.split(","), args.repeats, tuple(seqs))
+            run(
+                args.model,
+                args.rounds,
+                args.tokens,
+                args.arms.split(","),
+                args.repeats,
+                tuple(seqs),
+                args.draft_tokens,
+            )
         else:
             from .versus_mlx_lm import run
 

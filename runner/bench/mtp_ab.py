@@ -1,11 +1,12 @@
 """MTP A/B: decode tok/s per sequence with speculation off vs each draft policy, at one
-and at four concurrent sequences, with drafted passes, acceptance and state bytes."""
+and at four concurrent sequences, with drafted passes, acceptance, accepted length and
+state bytes. `draft_tokens` (k) is given to every drafting arm."""
 
 from __future__ import annotations
 
 import statistics
 
-from ..engine import Engine, collect
+from ..engine import Engine
 from ..prompts import read_prompts
 from .stats import machine_line, ratio_spread, spread
 
@@ -26,10 +27,16 @@ def heldout_prompts(engine: Engine, n: int, length: int) -> list[list[int]]:
 
 
 def measure(engine: Engine, prompts: list[list[int]], new_tokens: int) -> dict:
-    _, passes, reqs = collect(engine, prompts, new_tokens)
+    _, passes, reqs = engine.collect(prompts, new_tokens)
     per_seq = [(r.output_tokens - 1) / ((r.done_ns - r.first_token_ns) / 1e9) for r in reqs]
     drafted = sum(p.drafted for p in passes)
+    hist = [0] * 17  # drafting row-passes by drafts kept
+    for p in passes:
+        for m, n in enumerate(p.accepted_lengths):
+            hist[m] += n
+    row_passes = sum(hist)
     return dict(
+        tau=(sum(m * n for m, n in enumerate(hist)) / row_passes + 1) if row_passes else 0.0,
         decode=statistics.mean(per_seq),
         drafted_passes=sum(p.drafted > 0 for p in passes),
         passes=len(passes),
@@ -50,11 +57,15 @@ def run(
     arms: list[str],
     repeats: int = 1,
     widths: tuple[int, ...] = (1, 4),
+    draft_tokens: int = 1,
 ) -> None:
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise SystemExit(f"runner bench --mtp: unknown arm(s) {unknown}; known: {sorted(ARMS)}")
-    engines = {a: Engine.from_pretrained(model, max_batch_size=4, prefill_chunk=256, **ARMS[a]) for a in arms}
+    knobs = {a: dict(ARMS[a], draft_tokens=draft_tokens) if ARMS[a]["mtp"] else ARMS[a] for a in arms}
+    engines = {
+        a: Engine.from_pretrained(model, max_batch_size=4, prefill_chunk=256, **knobs[a]) for a in arms
+    }
     for engine in engines.values():
         engine.warmup(48 + new_tokens)
     sets = {}
@@ -71,23 +82,24 @@ def run(
                     results[(a, w)].append(m)
     print(machine_line())
     print(
-        f"checkpoint: {any_engine.checkpoint_dir}, {rounds} interleaved rounds "
-        f"(fastest of {repeats} runs each), {new_tokens} new tokens, "
-        f"held-out prompts of 48 tokens"
+        f"checkpoint: {any_engine.checkpoint_dir}, {rounds} interleaved rounds (fastest of {repeats} runs "
+        f"each), {new_tokens} new tokens, held-out prompts of 48 tokens, draft_tokens {draft_tokens}"
     )
     print(
-        f"{'arm':<10} {'seqs':>4} {'decode tok/s/seq':>24} {'vs off':>20} "
-        f"{'drafted passes':>15} {'acceptance':>11} {'state MB/seq':>12}"
+        f"{'arm':<10} {'seqs':>4} {'decode tok/s/seq':>24} {'vs off':>20} {'drafted passes':>15} "
+        f"{'acceptance':>11} {'tokens/draft':>12} {'state MB/seq':>12}"
     )
     for w in widths:
         for a in arms:
             ms = results[(a, w)]
             dec = [m["decode"] for m in ms]
             base = [m["decode"] for m in results[("off", w)]] if "off" in arms else dec
+            drafted_passes = statistics.mean(m["drafted_passes"] for m in ms)
+            taus = [m["tau"] for m in ms if m["tau"]]  # runs that drafted at all
+            passes = statistics.mean(m["passes"] for m in ms)
             print(
                 f"{a:<10} {w:>4} {spread(dec):>24} {ratio_spread(dec, base):>20} "
-                f"{statistics.mean(m['drafted_passes'] for m in ms):>7.1f}/"
-                f"{statistics.mean(m['passes'] for m in ms):<7.1f}"
+                f"{drafted_passes:>7.1f}/{passes:<7.1f}"
                 f"{statistics.mean(m['acceptance'] for m in ms):>11.1%} "
-                f"{max(m['state_mb'] for m in ms):>12.3f}"
+                f"{statistics.mean(taus) if taus else 0.0:>12.2f} {max(m['state_mb'] for m in ms):>12.3f}"
             )

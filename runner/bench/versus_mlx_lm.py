@@ -8,7 +8,7 @@ import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten
 
-from ..engine import Engine, collect
+from ..engine import Engine
 from .stats import machine_line, ratio_spread, spread
 
 
@@ -19,7 +19,7 @@ def _prompts(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
 
 def ours(engine: Engine, prompts: list[list[int]], new_tokens: int) -> tuple[float, float]:
     """-> (decode tok/s aggregated over the batch, prefill tok/s)."""
-    reqs = collect(engine, prompts, new_tokens).requests
+    reqs = engine.collect(prompts, new_tokens).requests
     first = min(r.first_token_ns for r in reqs)
     done = max(r.done_ns for r in reqs)
     decoded = sum(r.output_tokens - 1 for r in reqs)

@@ -10,12 +10,12 @@ For closed-loop drivers (the runner): `rid = eng.add_request(ids, max_new_tokens
 then call `eng.step()` while `eng.has_work()`; `step()` returns the RequestEvents of the
 requests that finished in the pass it committed (they also go to the sink). With
 `pipeline=True` (the default) a step may leave the next decode pass queued: `has_work()`
-stays true until it is committed too. `collect(eng, prompts, max_new_tokens)` runs
+stays true until it is committed too. `eng.collect(prompts, max_new_tokens)` runs
 one generate() call and returns its outputs with the pass and request events it sent.
 """
 
 from .config import EngineConfig, ModelArgs, parse_bytes
-from .events import Collected, EventSink, PassEvent, RequestEvent, collect
+from .events import Collected, EventSink, PassEvent, RequestEvent
 
 
 def __getattr__(name):
@@ -36,6 +36,5 @@ __all__ = [
     "RequestEvent",
     "EventSink",
     "parse_bytes",
-    "collect",
     "Collected",
 ]

@@ -16,11 +16,12 @@ from pathlib import Path
 import mlx.core as mx
 from mlx.utils import tree_flatten, tree_unflatten
 
-from .config import ModelArgs
+from .config import EngineConfig, ModelArgs
 from .model import Model, fuse_for_inference
 
 SHIPPED = Path(__file__).resolve().parent.parent / "models"
 INDEXER_FILE = "indexer.safetensors"
+BLOCK_DRAFTER_FILE = "block_drafter.safetensors"  # its own file: mlx-lm still loads the directory
 _EXPERT = re.compile(r"^(.*\.mlp)\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 # Tensors some upstream checkpoints carry that we deliberately do not use.
 _IGNORED = re.compile(r"(rotary_emb\.inv_freq$|^mtp\.(embed_tokens|shared_head\.head)\.weight$)")
@@ -56,6 +57,10 @@ def read_args(directory: Path) -> ModelArgs:
 
 def has_indexer(directory: Path) -> bool:
     return (directory / INDEXER_FILE).is_file()
+
+
+def has_block_drafter(directory: Path) -> bool:
+    return (directory / BLOCK_DRAFTER_FILE).is_file()
 
 
 def to_hf_name(name: str, args: ModelArgs) -> str:
@@ -222,3 +227,23 @@ def load_tokenizer(directory: Path):
         return Tokenizer.from_file(str(f))
     except Exception as e:
         raise CheckpointError(f"{f}: cannot load tokenizer ({e})") from None
+
+
+def check_knobs(directory: Path, args: ModelArgs, config: EngineConfig) -> None:
+    """Engine knobs that need something this checkpoint may lack: one clear error."""
+    if config.index_topk and not has_indexer(directory):
+        raise ValueError(
+            f"engine knob index_topk: {directory} has no indexer weights ({INDEXER_FILE}); use index_topk = 0"
+        )
+    if config.index_topk and not args.index_n_heads:
+        raise ValueError(f"engine knob index_topk: {directory}/config.json sets no index_n_heads")
+    if config.drafter == "block" and not has_block_drafter(directory):
+        raise ValueError(
+            f"engine knob drafter: {directory} has no block drafter ({BLOCK_DRAFTER_FILE}); "
+            'use drafter = "mtp" or train one with runner train --drafter block'
+        )
+    if config.mtp and config.drafter == "mtp" and args.num_nextn_predict_layers < 1:
+        raise ValueError(
+            f"engine knob mtp: {directory}/config.json has num_nextn_predict_layers = 0 "
+            "(no MTP layer to draft with)"
+        )

@@ -81,6 +81,8 @@ class ModelArgs:
 
 DRAFT_POLICIES = ("never", "always", "solo", "adaptive")  # plus "max_width:N"
 MTP_SYNC = ("eager", "lazy")
+DRAFTERS = ("mtp", "block")
+MAX_DRAFT_TOKENS = 16
 DTYPES = ("float32", "bfloat16", "float16")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*$", re.IGNORECASE)
 _UNITS = {
@@ -129,8 +131,10 @@ class EngineConfig:
     prefill_chunk: int = 256
     max_pass_tokens: Optional[int] = 0  # 0 or None: no per-pass token budget
     dtype: str = "float32"
-    mtp: bool = False
+    mtp: bool = False  # draft (with `drafter`); the name is the depth-1 MTP drafting's
     draft_policy: str = "always"
+    draft_tokens: int = 1  # k: drafts a drafting row carries into a pass (1..MAX_DRAFT_TOKENS)
+    drafter: str = "mtp"  # "mtp": the MTP layer chained k times; "block": a block drafter
     mtp_sync: str = "eager"
     prefix_cache_bytes: Any = 0
     index_topk: int = 0  # 0: dense attention; >0 needs indexer weights
@@ -163,6 +167,11 @@ class EngineConfig:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise bad("seed", f"expected an integer, got {self.seed!r}")
         self.draft_max_width  # validates draft_policy
+        k = self.draft_tokens
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_DRAFT_TOKENS:
+            raise bad("draft_tokens", f"expected an integer from 1 to {MAX_DRAFT_TOKENS}, got {k!r}")
+        if self.drafter not in DRAFTERS:
+            raise bad("drafter", f"expected one of {DRAFTERS}, got {self.drafter!r}")
         if self.mtp_sync not in MTP_SYNC:
             raise bad("mtp_sync", f"expected one of {MTP_SYNC}, got {self.mtp_sync!r}")
         self.prefix_cache_bytes = parse_bytes(self.prefix_cache_bytes)

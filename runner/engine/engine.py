@@ -1,12 +1,13 @@
 """Engine: continuous batching over one MLX model, one forward pass committed per `step()`.
 
-step() reads as the loop it is: take the pass queued by the previous step (or admit,
-plan and launch one), queue the pass after it when its inputs follow from this one's
-outputs (launch.py, lookahead.py), wait for the pass, choose and commit tokens
-(verifying drafts), book or run the MTP layer's drafts for the next pass, retire
-finished rows and free their blocks, let the draft policy learn, and emit the pass
-event. A pass event's duration is the wall time of the step that committed it, so a
-run's pass durations add up to its time in step().
+- step() reads as the loop it is: take the pass queued by the previous step (or admit,
+  plan and launch one), queue the pass after it when its inputs follow from this one's
+  outputs (launch.py), wait for the pass, commit each row's tokens verifying its drafts
+  (verify.py), have the drafter propose the next pass's drafts (k as the launcher
+  decided), retire finished rows (retire.py), let the draft policy learn, and emit the
+  pass event.
+- A pass event's duration is the wall time of the step that committed it, so a run's
+  pass durations add up to its time in step().
 """
 
 from __future__ import annotations
@@ -22,15 +23,18 @@ from . import checkpoint as ckpt
 from .cache import BlockPool
 from .config import EngineConfig, ModelArgs
 from .draft_policy import DraftPolicy
-from .events import EventSink, PassEvent, RequestEvent
+from .drafter import TargetOutputs
+from .drafters import make_drafter
+from .events import Collected, Event, EventSink, PassEvent, RequestEvent
 from .forward import Forward
-from .launch import Landed, Launched, Launcher
+from .launch import Launcher
 from .model import Model
-from .mtp import MTPDrafter
+from .passes import Landed, Launched
 from .prefix_cache import PrefixCache
+from .retire import retire_finished
 from .scheduler import PassPlan, Scheduler
 from .sequence import Sequence
-from .speculative import choose, commit
+from .verify import PassCommit, commit_pass
 
 DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
 
@@ -63,13 +67,14 @@ class Engine:
         self.policy = DraftPolicy(
             config.draft_policy, config.draft_max_width, lazy_mtp=config.mtp and config.mtp_sync == "lazy"
         )
-        self.drafter = MTPDrafter(self.forward, self.pool, config.mtp_sync) if config.mtp else None
+        self.drafter = make_drafter(
+            config, self.forward, self.pool, self.scheduler.ensure_blocks, checkpoint_dir
+        )
         self.launcher = Launcher(self.forward, self.scheduler, self.drafter, self.policy, config)
         self._next_id = 0
         self._pass_index = 0
         self._sha256: Optional[str] = None
         self._queued: Optional[Launched] = None  # a pass launched ahead, not yet committed
-        self._drafting = True  # the latest draft decision (a lazy MTP ran for it)
 
     # ---- construction -------------------------------------------------------------
     @classmethod
@@ -77,7 +82,7 @@ class Engine:
         config = EngineConfig.from_kwargs(**knobs)
         directory = ckpt.resolve_checkpoint(path)
         args = ckpt.read_args(directory)
-        cls._check(directory, args, config)
+        ckpt.check_knobs(directory, args, config)
         model = ckpt.load_model(
             directory,
             args,
@@ -93,23 +98,8 @@ class Engine:
         """Validate knobs against a checkpoint without loading its weights."""
         config = EngineConfig.from_kwargs(**knobs)
         directory = ckpt.resolve_checkpoint(path)
-        cls._check(directory, ckpt.read_args(directory), config)
+        ckpt.check_knobs(directory, ckpt.read_args(directory), config)
         return config
-
-    @staticmethod
-    def _check(directory: Path, args: ModelArgs, config: EngineConfig) -> None:
-        if config.index_topk and not ckpt.has_indexer(directory):
-            raise ValueError(
-                f"engine knob index_topk: {directory} has no indexer weights "
-                f"({ckpt.INDEXER_FILE}); use index_topk = 0"
-            )
-        if config.index_topk and not args.index_n_heads:
-            raise ValueError(f"engine knob index_topk: {directory}/config.json sets no index_n_heads")
-        if config.mtp and args.num_nextn_predict_layers < 1:
-            raise ValueError(
-                f"engine knob mtp: {directory}/config.json has num_nextn_predict_layers = 0 "
-                "(no MTP layer to draft with)"
-            )
 
     def checkpoint_sha256(self) -> str:
         if self._sha256 is None:
@@ -183,6 +173,28 @@ class Engine:
                 done[ev.request_id] = list(ev.tokens)
         return [done[i] for i in ids]
 
+    def collect(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: Optional[int] = None,
+    ) -> Collected:
+        """generate(...) with every event it sends collected (tests, benches); the engine's
+        own sink is put back afterwards."""
+        events: list[Event] = []
+        saved, self.sink = self.sink, events.append
+        try:
+            outputs = self.generate(prompts, max_new_tokens, temperature, top_p, seed)
+        finally:
+            self.sink = saved
+        return Collected(
+            outputs,
+            [e for e in events if isinstance(e, PassEvent)],
+            [e for e in events if isinstance(e, RequestEvent)],
+        )
+
     def warmup(self, max_context: int) -> int:
         """Compile every decode shape that contexts up to `max_context` tokens can hit
         (first-time tracing otherwise lands inside timed passes). Returns shapes traced."""
@@ -196,13 +208,13 @@ class Engine:
         self.prefix.clear()
 
     def state_bytes(self) -> int:
-        """Per-row state held by live rows: blocks they reference, a lazy MTP backlog, and a
-        sampling draft's distribution."""
+        """Per-row state held by live rows: blocks they reference (KV, indexer keys, MTP
+        KV) and the drafter's own (a lazy MTP backlog, sampling drafts' distributions)."""
         return sum(self._row_bytes(s) for s in self.scheduler.running)
 
     def _row_bytes(self, seq: Sequence) -> int:
-        q = seq.draft_probs.nbytes if seq.draft_probs is not None else 0  # a sampling draft's q
-        return len(seq.blocks) * self.pool.block_bytes + seq.pending_bytes + q
+        own = self.drafter.row_bytes(seq) if self.drafter is not None else 0
+        return len(seq.blocks) * self.pool.block_bytes + own
 
     # ---- one pass -----------------------------------------------------------------
     def step(self) -> list[RequestEvent]:
@@ -214,24 +226,25 @@ class Engine:
             return []
         self._queued = self.launcher.launch_ahead(cur)
         out = cur.wait()  # blocks until cur has run
-        emitted, accepted = self._commit(cur, out)
+        done = commit_pass(cur, out, self.eos, self.drafter)
         mtp_ran = self._draft_next(cur, out)
-        # Read before _retire, which frees finished rows' blocks: the event reports what
+        # Read before retiring, which frees finished rows' blocks: the event reports what
         # every live row held, the rows the pass finished and those it left out included.
         row_bytes = [self._row_bytes(s) for s in self._live_rows(cur.plan)]
-        finished = self._retire(cur.plan)
+        finished = retire_finished(cur.plan.rows, self.prefix, self.scheduler, self.drafter)
+        self._drop_queued_if_idle()
         self.prefix.evict_to_budget()
         duration = time.perf_counter_ns() - t0
         self.policy.record(
             cur.branch,
             duration,
             sum(cur.plan.drafted),
-            accepted,
+            done.accepted,
             mtp_ran=mtp_ran,
             ahead=cur.ahead,
             queued=None if self._queued is None else self._queued.branch,
         )
-        self._emit(self._pass_event(cur.plan, t0, duration, emitted, accepted, row_bytes))
+        self._emit(self._pass_event(cur.plan, t0, duration, done, row_bytes))
         for ev in finished:
             self._emit(ev)
         return finished
@@ -242,8 +255,16 @@ class Engine:
         if cur is None:
             self.scheduler.admit()
             if self.scheduler.running:
-                cur = self.launcher.launch(self._drafting)
+                cur = self.launcher.launch()
         return cur
+
+    def _drop_queued_if_idle(self) -> None:
+        """A pass launched ahead whose rows this pass all finished (EOS, unforeseeable when
+        it was queued) commits nothing: it is no pass of the run. Wait for it here, so its
+        device time lands in this step's duration, and drop it."""
+        if self._queued is not None and not self._queued.live:
+            self._queued.wait()
+            self._queued = None
 
     def _live_rows(self, plan: PassPlan) -> list[Sequence]:
         """The pass's rows, and the running rows the token budget left out of it (a prefill
@@ -254,72 +275,21 @@ class Engine:
         inside = set(plan.rows)
         return plan.rows + [s for s in running if s not in inside]
 
-    def _commit(self, cur: Launched, out: Landed) -> tuple[int, int]:
-        """Commit each row's tokens; returns (tokens emitted, drafts accepted)."""
-        plan, emitted, accepted = cur.plan, 0, 0
-        now = time.perf_counter_ns()  # every token this pass commits is stamped with it:
-        # one clock read a pass, one int appended a token
-        sampled = [b for b, s in enumerate(plan.rows) if s.temperature > 0]
-        host_logits = dict(zip(sampled, np.array(cur.logits[mx.array(sampled)]))) if sampled else {}
-        for b, seq in enumerate(plan.rows):
-            if seq.finished:  # finished by the previous pass; a queued pass ran it anyway
-                continue
-            end = out.starts[b] + len(plan.feeds[b])
-            if end < len(seq.tokens) and not plan.drafted[b]:
-                seq.computed = end  # a prefill chunk that does not reach the prompt's end
-                continue
-            new, ok = choose(seq, out.greedy[b], host_logits.get(b), plan.drafted[b])
-            accepted += ok
-            emitted += commit(seq, new, self.eos, now)
-            seq.computed = out.starts[b] + (2 if ok else 1) if plan.drafted[b] else end
-        return emitted, accepted
-
     def _draft_next(self, cur: Launched, out: Landed) -> bool:
-        """Decide whether the next pass drafts (unless that was decided when it was
-        launched ahead) and bring the MTP up to date, or book what the fused pass already
-        did. Returns whether the MTP layer ran in this pass."""
+        """Ask the launcher how many drafts the next pass carries (it decides once a pass)
+        and bring the drafter up to date, or book what a fused pass already did. Returns
+        whether the drafter ran in this pass."""
         if self.drafter is None:
             return False
-        if cur.drafts_next is None:
-            live = sum(not s.finished for s in cur.plan.rows)
-            cur.drafts_next = self.policy.decide(self.launcher.expected_width(live))
-        want = self._drafting = cur.drafts_next
+        k = self.launcher.decide(cur)
         if cur.fused:
-            self.drafter.adopt(cur.plan.rows, out.drafts, want)
+            self.drafter.adopt(cur.plan.rows, out.drafts, k > 0)
         else:
-            self.drafter.run(cur.plan.rows, out.starts, cur.hidden, cur.first, want)
-        return cur.fused or self.drafter.eager or want
-
-    def _retire(self, plan: PassPlan) -> list[RequestEvent]:
-        done, mtp_on = [], self.drafter is not None
-        for seq in plan.rows:
-            if seq.done_ns:  # retired after an earlier pass
-                continue
-            valid = min(seq.computed, seq.mtp_computed) if mtp_on else seq.computed
-            if not seq.prefix_offered and (valid >= len(seq.prompt) or seq.finished):
-                self.prefix.insert(seq.prompt, seq.blocks, valid)
-                seq.prefix_offered = True
-            if seq.finished:
-                seq.done_ns = seq.token_ns[-1]  # done when its last token was committed
-                self.scheduler.release(seq)
-                done.append(
-                    RequestEvent(
-                        seq.request_id,
-                        len(seq.prompt),
-                        seq.num_output,
-                        seq.arrival_ns,
-                        seq.first_token_ns,
-                        seq.done_ns,
-                        seq.finish_reason,
-                        seq.cached_tokens,
-                        tuple(seq.output),
-                        tuple(seq.token_ns),
-                    )
-                )
-        return done
+            self.drafter.draft(cur.plan.rows, TargetOutputs(out.starts, cur.hidden, cur.first), k)
+        return cur.fused or self.drafter.eager or k > 0
 
     def _pass_event(
-        self, plan: PassPlan, t0: int, duration: int, emitted: int, accepted: int, row_bytes: list[int]
+        self, plan: PassPlan, t0: int, duration: int, done: PassCommit, row_bytes: list[int]
     ) -> PassEvent:
         event = PassEvent(
             self._pass_index,
@@ -330,10 +300,11 @@ class Engine:
             plan.prefill_tokens,
             plan.decode_tokens,
             sum(plan.drafted),
-            accepted,
-            emitted,
+            done.accepted,
+            done.emitted,
             sum(row_bytes),
             max(row_bytes),
+            done.accepted_lengths,
         )
         self._pass_index += 1
         return event

@@ -2,16 +2,13 @@
 
 Events go to an explicit sink passed in by the caller (any callable taking one event),
 never to a global. The engine knows nothing about storage; the runner buffers them.
-`collect` runs one generate() call with a sink that keeps every event (tests, benches).
+`Engine.collect` returns one generate() call's events as a `Collected`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Union
-
-if TYPE_CHECKING:
-    from .engine import Engine
+from typing import Callable, NamedTuple, Union
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,12 +24,14 @@ class PassEvent:
     kind: str  # "prefill" | "decode" | "mixed"
     width: int  # rows in this pass
     prefill_tokens: int  # prompt tokens computed in this pass
-    decode_tokens: int  # tokens fed for decode rows (1 per row, 2 with a draft)
-    drafted: int  # rows that carried a draft into this pass
+    decode_tokens: int  # tokens fed for decode rows (1 per row, 1 + k with k drafts)
+    drafted: int  # draft tokens rows carried into this pass (at k = 1: rows that drafted)
     accepted: int  # drafts accepted in this pass
     emitted: int  # tokens committed to outputs in this pass
     state_bytes: int  # per-row state (KV, indexer keys, MTP KV) summed over live rows
     max_row_state_bytes: int  # largest single row's state in this pass
+    accepted_lengths: tuple[int, ...] = ()  # [m]: drafting rows that kept m of their drafts
+    # (accepted length m, 0..k; empty: no row drafted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,26 +62,3 @@ class Collected(NamedTuple):
     outputs: list[list[int]]
     passes: list[PassEvent]
     requests: list[RequestEvent]
-
-
-def collect(
-    engine: Engine,
-    prompts: list[list[int]],
-    max_new_tokens: int,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-    seed: Optional[int] = None,
-) -> Collected:
-    """engine.generate(...) with every event it sends collected; the engine's own sink is
-    put back afterwards."""
-    events: list[Event] = []
-    saved, engine.sink = engine.sink, events.append
-    try:
-        outputs = engine.generate(prompts, max_new_tokens, temperature, top_p, seed)
-    finally:
-        engine.sink = saved
-    return Collected(
-        outputs,
-        [e for e in events if isinstance(e, PassEvent)],
-        [e for e in events if isinstance(e, RequestEvent)],
-    )

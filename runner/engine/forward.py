@@ -67,7 +67,8 @@ class Forward:
         ctx, pool_arrays = self._context(spec, arrays)
         kv = LayerKV(*pool_arrays)
         out = self.model.mtp(hidden, self.model.embed_tokens(next_tokens), ctx, kv)  # (N, H)
-        return (self.model.head(out[last_index]).astype(mx.float32), *_pack([kv]))  # (R, V)
+        last = out[last_index]  # (R, H): after shared_head.norm, what a chained step carries
+        return (self.model.head(last).astype(mx.float32), last, *_pack([kv]))  # (R, V), (R, H)
 
     def _main_draft(
         self,
@@ -157,16 +158,17 @@ class Forward:
         ctx: PassContext,
         last_index: mx.array,
         eager: bool = False,
-    ) -> mx.array:
-        """hidden (N, H) and next tokens (N,) packed pairs -> draft logits (R, V) at last_index.
-        eager: skip compilation (a lazy catch-up has a one-off shape; tracing it costs more)."""
+    ) -> tuple[mx.array, mx.array]:
+        """hidden (N, H) and next tokens (N,) packed pairs -> draft logits (R, V) and the
+        layer's output hidden (R, H) at last_index. eager: skip compilation (a lazy
+        catch-up has a one-off shape; tracing it costs more)."""
         layer = self.pool.layers[self.n_main]
         spec, ctx_arrays = ctx.flatten()
-        logits, *arrays = self._fn("_mtp", (spec,), hidden.shape[0], eager)(
+        logits, last, *arrays = self._fn("_mtp", (spec,), hidden.shape[0], eager)(
             hidden, next_tokens, last_index, *ctx_arrays, *_pack([layer])
         )
         self._store([layer], arrays)
-        return logits
+        return logits, last
 
     def warm(self, max_rows: int, max_blocks: int, with_mtp: bool) -> int:
         """Trace the compiled functions for every decode shape (rows x tokens per row x
@@ -184,7 +186,7 @@ class Forward:
                     logits, hidden = self.main(zeros, lay.ctx, mx.zeros((B, K), mx.int32))
                     outs = [logits, hidden]
                     if with_mtp:
-                        outs.append(self.mtp(hidden, zeros, lay.ctx, mx.zeros((B,), mx.int32)))
+                        outs.extend(self.mtp(hidden, zeros, lay.ctx, mx.zeros((B,), mx.int32)))
                         for with_drafts in (True, False):
                             outs.extend(
                                 o

@@ -1,17 +1,21 @@
-"""Building and queuing passes: from host state (`launch`), or from the lazy outputs of
-the pass still running (`launch_ahead`, see lookahead.py). The engine commits them.
+"""Building and queuing passes, and the one owner of the draft decision.
 
-Draft decisions are taken here when a pass is launched ahead, since its graph depends
-on them: whether it verifies drafts, and whether its fused MTP head drafts for the pass
-after it (skipped when a fixed policy will not let that pass draft: the MTP layer still
-runs under eager sync, only its head's product would be thrown away). The decision is
-kept on the pass whose MTP work it steers (`Launched.drafts_next`); when launching ahead
-did not come to it, the engine takes it after committing that pass.
+- `launch` plans a pass from host state; `launch_ahead` queues the pass after a running
+  decode pass from that pass's lazy outputs (pipelining: building and dispatching a
+  decode graph costs about as much as running it). That works when every input of the
+  next pass follows from this one's outputs by a fixed rule (`Launched.next_inputs`).
+- A row the running pass finishes early (EOS, or max_new_tokens through a bonus token)
+  is still computed in the queued pass: that work is discarded. Its blocks are freed
+  meanwhile; the queued pass may still write one slot in them, which is harmless because
+  a block's next owner writes every slot before reading it.
+- The draft decision for the pass after a pass (`Launched.drafts_next`) is written here
+  only (`decide`): when launching ahead, since the queued graph depends on it, else when
+  the engine asks after committing. The fused MTP head is skipped when a fixed policy
+  will not let the next pass draft (only the head's product would be thrown away).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
 import mlx.core as mx
@@ -19,56 +23,13 @@ import numpy as np
 
 from .attention import PassContext
 from .config import EngineConfig
-from .draft_policy import Branch, DraftPolicy
+from .draft_policy import DraftPolicy
+from .drafter import Drafter
 from .forward import Forward
 from .layout import ahead_layout, build_layout
-from .lookahead import continuing_rows, next_inputs
 from .mtp import MTPDrafter
+from .passes import Launched, MTPInputs
 from .scheduler import PassPlan, Scheduler
-
-
-@dataclass(frozen=True)
-class Landed:
-    """A pass's outputs on the host, once it has run."""
-
-    starts: list[int]  # each row's start position (host state matches what the pass assumed)
-    greedy: list[list[int]]  # (B, K) argmax at the logit positions
-    drafts: Optional[list[int]]  # the fused MTP's draft for each row's next pass
-
-
-@dataclass
-class Launched:
-    """A pass whose graph is queued; its outputs are lazy until `wait()`."""
-
-    plan: PassPlan
-    first: list[int]  # packed index of each row's first token
-    logits: mx.array  # (B, K, V)
-    hidden: mx.array  # (N, H)
-    greedy: mx.array  # (B, K) argmax at the logit positions
-    drafts: Optional[mx.array]  # (B,) the fused MTP's draft for each row's next pass
-    starts: mx.array  # (B,) start position of each row, in the graph
-    draft_in: Optional[mx.array]  # (B,) the draft each row verifies (drafted rows)
-    fused: bool  # the MTP layer's work for this pass ran inside it
-    ahead: bool = False  # built before the previous pass was committed
-    drafts_next: Optional[bool] = None  # whether the pass after this one drafts, once decided
-
-    @property
-    def branch(self) -> Branch:
-        return Branch(self.plan.kind, len(self.plan.rows), any(self.plan.drafted))
-
-    def wait(self) -> Landed:
-        """Block until the pass has run; its tokens (and drafts) on the host."""
-        starts = [s.computed for s in self.plan.rows]
-        return Landed(starts, self.greedy.tolist(), None if self.drafts is None else self.drafts.tolist())
-
-
-@dataclass(frozen=True)
-class MTPInputs:
-    """What the MTP layer fused into a target pass reads (Forward.main_and_draft)."""
-
-    next_known: mx.array  # (N,) the token after each packed position, where the host knows it
-    next_from: mx.array  # (N,) else the index into greedy.flatten() that holds it (-1: known)
-    candidates: mx.array  # (B, 2) the position to draft from if the draft is rejected / accepted
 
 
 class Launcher:
@@ -76,13 +37,14 @@ class Launcher:
         self,
         forward: Forward,
         scheduler: Scheduler,
-        drafter: Optional[MTPDrafter],
+        drafter: Optional[Drafter],
         policy: DraftPolicy,
         config: EngineConfig,
     ):
         self.forward, self.scheduler, self.drafter, self.policy = forward, scheduler, drafter, policy
         self.config = config
         self.passes_queued = 0  # passes launched ahead of the previous commit
+        self._decided: Optional[Launched] = None  # the latest pass whose drafts_next is decided
 
     def expected_width(self, rows: int) -> int:
         """Rows the next pass should hold when `rows` rows of this one go on: those and
@@ -95,9 +57,33 @@ class Launcher:
         switch at any pass, so its head always runs."""
         return self.policy.adaptive or self.policy.permits(self.expected_width(width))
 
-    def launch(self, drafting: bool) -> Launched:
-        """Plan the next pass from host state and queue it. drafting: the latest draft
-        decision (under lazy sync, whether the MTP layer is running along)."""
+    def _fusable(self, rows, drafting: bool) -> bool:
+        """The MTP layer's work can run inside this pass: depth-1 MTP drafting only."""
+        return (
+            isinstance(self.drafter, MTPDrafter)
+            and self.config.draft_tokens == 1
+            and self.drafter.can_fuse(rows, drafting)
+        )
+
+    def decide(self, cur: Launched, continuing: Optional[int] = None) -> int:
+        """The drafts each row carries into the pass after `cur` (0: none), decided once
+        and recorded on cur: when the pass after it is launched ahead (continuing: the
+        rows that go on), else after cur is committed."""
+        if cur.drafts_next is None:
+            rows = cur.live if continuing is None else continuing
+            drafts = self.policy.decide(self.expected_width(rows))
+            cur.drafts_next = self.config.draft_tokens if drafts else 0
+        self._decided = cur
+        return cur.drafts_next
+
+    @property
+    def drafting(self) -> bool:
+        """The latest decision (under lazy sync: whether the MTP layer is running along)."""
+        return self._decided is None or bool(self._decided.drafts_next)
+
+    def launch(self) -> Launched:
+        """Plan the next pass from host state and queue it."""
+        drafting = self.drafting
         width = len(self.scheduler.running)
         plan = self.scheduler.plan(use_drafts=self.drafter is not None and self.policy.permits(width))
         starts = [s.computed for s in plan.rows]
@@ -110,19 +96,26 @@ class Launcher:
             t_cap=max(self.config.prefill_chunk, 2),
         )
         tokens = np.zeros(lay.n_tokens, np.int32)
-        K = 2 if any(plan.drafted) else 1
+        K = 1 + max(plan.drafted)  # logit positions a row: its fed tokens (fewer repeat the last)
         out_index = np.zeros((len(lens), K), np.int32)
         for b, (feed, f) in enumerate(zip(plan.feeds, lay.first)):
             tokens[f : f + len(feed)] = feed
-            out_index[b] = [f, f + 1][:K] if plan.drafted[b] else f + len(feed) - 1
-        draft_in = mx.array([s.draft or 0 for s in plan.rows], mx.int32) if K == 2 else None
+            d = plan.drafted[b]
+            out_index[b] = [f + min(i, d) for i in range(K)] if d else f + len(feed) - 1
+        draft_in = mx.array([(s.drafts or [0])[0] for s in plan.rows], mx.int32) if K == 2 else None
         mtp = None
-        if self.drafter is not None and self.drafter.can_fuse(plan.rows, drafting):
+        if K <= 2 and self._fusable(plan.rows, drafting):
             mtp = MTPInputs(
                 *(
                     mx.array(a)
                     for a in self.drafter.fused_inputs(
-                        plan.rows, plan.feeds, plan.drafted, starts, lay.first, K, lay.n_tokens
+                        plan.rows,
+                        plan.feeds,
+                        [d > 0 for d in plan.drafted],
+                        starts,
+                        lay.first,
+                        K,
+                        lay.n_tokens,
                     )
                 )
             )
@@ -139,20 +132,22 @@ class Launcher:
 
     def launch_ahead(self, cur: Launched) -> Optional[Launched]:
         """Queue the pass after `cur` before cur's tokens are known, when its inputs follow
-        from cur's outputs (see lookahead.py); None when they do not."""
+        from cur's outputs (Launched.next_inputs); None when they do not."""
         plan, sched, drafter = cur.plan, self.scheduler, self.drafter
         if not self.config.pipeline or plan.kind != "decode" or any(s.temperature > 0 for s in plan.rows):
             return None
+        if drafter is not None and self.config.draft_tokens > 1:
+            return None  # k drafts a row come from the host's drafter after the commit
         if len(plan.rows) < len(sched.running):
             return None  # the token budget left a prefill out: plan the next pass
-        keep = continuing_rows(cur)
+        keep = cur.continuing_rows()
         if not keep:
             return None
         if sched.waiting and len(sched.running) - (len(plan.rows) - len(keep)) < self.config.max_batch_size:
             return None  # a slot may open: admit at the next planned pass
         want = False
         if drafter is not None:
-            want = cur.drafts_next = self.policy.decide(self.expected_width(len(keep)))
+            want = bool(self.decide(cur, len(keep)))
             # Drafting, or keeping an eager MTP current, needs cur's own MTP work in the
             # graph (a fused pass); a lazy pass that does not draft runs no MTP at all.
             if (want or drafter.eager) and not cur.fused:
@@ -163,14 +158,14 @@ class Launcher:
         reach = [s.computed + len(plan.feeds[b]) + T for s, b in zip(rows, keep)]
         for s, r in zip(rows, reach):
             sched.ensure_blocks(s, r)
-        starts, token, draft = next_inputs(cur)
+        starts, token, draft = cur.next_inputs()
         if len(keep) < len(plan.rows):  # rows sure to be done after cur drop out
             idx = mx.array(keep, mx.int32)
             starts, token, draft = (None if x is None else x[idx] for x in (starts, token, draft))
         ctx = ahead_layout(rows, reach, starts, T, sched.pool.block_size)
         tokens = mx.stack([token, draft], axis=1).reshape(-1) if want else token
         positions = mx.arange(B * T, dtype=mx.int32)
-        nplan = PassPlan(rows, [[0] * T for _ in rows], [want] * B, 0, B * T, feeds_in_graph=True)
+        nplan = PassPlan(rows, [[0] * T for _ in rows], [int(want)] * B, 0, B * T, feeds_in_graph=True)
         mtp = None
         if drafter is not None and (want or drafter.eager):
             # Every pair's next token is this pass's own argmax (none is known on the host).
@@ -212,7 +207,7 @@ class Launcher:
                 mtp.next_from,
                 mtp.candidates,
                 draft_in,
-                mx.array(plan.drafted),
+                mx.array([d > 0 for d in plan.drafted]),
                 self._drafts_wanted_after(len(plan.rows)),
             )
         else:

@@ -6,7 +6,7 @@ attention lays rows out in groups (decode rows apart from prefill chunks), padde
 a group. Pads write to the scratch block and their outputs are ignored. Lengths are
 bucketed so the compiled forward sees few shapes. Three builders: `build_layout` from
 host-side starts (a uniform decode pass in plain Python, anything else through numpy),
-and `ahead_layout` for a pass whose start positions are still in the graph (lookahead.py).
+and `ahead_layout` for a pass whose start positions are still in the graph (Launcher.launch_ahead).
 This file knows nothing about which rows run or why.
 """
 

@@ -68,7 +68,9 @@ class DecoderLayer(nn.Module):
             ]
         h = x + self.self_attn(n, ctx, kv, select)
         m = self.post_attention_layernorm(h)
-        return h + (self.mlp(m, capture, dense_moe) if isinstance(self.mlp, MoE) else self.mlp(m))
+        if not isinstance(self.mlp, MoE):
+            return h + self.mlp(m)
+        return h + self.mlp(m, None if capture is None else capture.expert_counts, dense_moe)
 
 
 class MTPLayer(DecoderLayer):

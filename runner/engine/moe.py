@@ -5,15 +5,12 @@ experts added unweighted. Also the dense SwiGLU MLP used by the first layers."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import mlx.core as mx
 import mlx.nn as nn
 
 from .config import ModelArgs
-
-if TYPE_CHECKING:
-    from .model import Capture
 
 
 @dataclass(frozen=True)
@@ -160,14 +157,14 @@ class MoE(nn.Module):
         if args.n_shared_experts:
             self.shared_experts = MLP(args.hidden_size, args.moe_intermediate_size * args.n_shared_experts)
 
-    def __call__(self, x: mx.array, capture: Optional[Capture] = None, dense: bool = False) -> mx.array:
-        """capture: collects how many tokens went to each expert; dense: evaluate every
-        expert on every token (StackedExperts.dense), for training."""
+    def __call__(self, x: mx.array, counts: Optional[list] = None, dense: bool = False) -> mx.array:
+        """counts: a list this layer appends its (E,) tokens-per-expert to; dense: evaluate
+        every expert on every token (StackedExperts.dense), for training."""
         inds, weights = self.gate(x)
-        if capture is not None:
+        if counts is not None:
             E = self.experts.gate_proj.shape[0]
             chosen = inds[..., None] == mx.arange(E)  # (..., k, E)
-            capture.expert_counts.append(mx.stop_gradient(chosen.reshape(-1, E).sum(axis=0)))
+            counts.append(mx.stop_gradient(chosen.reshape(-1, E).sum(axis=0)))
         if dense:
             y = self.experts.dense(x, inds, weights)
         else:

@@ -1,19 +1,26 @@
-"""The MTP drafter: feeds verified (hidden, next token) pairs to the MTP layer and keeps
-each row's next draft.
+"""The MTP drafter (drafter.py's interface): feeds verified (hidden, next token) pairs to
+the MTP layer and keeps each row's next drafts.
 
-After a target pass a row has new verified pairs (h_i, x_{i+1}) for every position the
-pass committed to its KV. `eager` runs the MTP layer over them every pass, drafting or
-not, so its KV stays current; `lazy` runs it only when the next pass may draft, keeping
-the skipped hidden states per row (counted in its state bytes) to catch up from. At
-depth 1 the MTP KV never holds an unverified pair, so it never rolls back.
+- After a target pass a row has new verified pairs (h_i, x_{i+1}) for every position the
+  pass committed to its KV. `eager` runs the MTP layer over them every pass, drafting or
+  not, so its KV stays current; `lazy` runs it only when the next pass may draft, keeping
+  the skipped hidden states per row (counted in its state bytes) to catch up from.
+- k > 1 chains the layer: step j feeds draft j-1 with the layer's own output hidden
+  (already after shared_head.norm: the pre-norm one ruins later positions). Those steps
+  write MTP KV past the verified pairs; `mtp_computed` never counts them, so the next
+  catch-up overwrites them with pairs from the target's own hidden states (rollback).
+- Depth 1 (k = 1) can instead run fused into the target pass (`can_fuse`, `adopt`).
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import mlx.core as mx
 import numpy as np
 
 from .cache import BlockPool
+from .drafter import TargetOutputs
 from .forward import Forward
 from .layout import build_layout
 from .sampler import probs, sample
@@ -21,13 +28,28 @@ from .sequence import Sequence
 
 
 class MTPDrafter:
-    def __init__(self, forward: Forward, pool: BlockPool, sync: str):
+    def __init__(
+        self, forward: Forward, pool: BlockPool, sync: str, ensure_blocks: Callable[[Sequence, int], None]
+    ):
         self.forward, self.pool, self.eager = forward, pool, sync == "eager"
+        self.ensure_blocks = ensure_blocks
 
-    def run(
-        self, rows: list[Sequence], starts: list[int], hidden: mx.array, first: list[int], want_drafts: bool
-    ) -> None:
-        """hidden: the target pass's packed hidden states; first[b]: row b's first index."""
+    def rollback(self, seq: Sequence, verified: int) -> None:
+        seq.mtp_computed = min(seq.mtp_computed, verified)
+
+    def release(self, seq: Sequence) -> None:
+        seq.pending_hidden, seq.pending_bytes = None, 0
+
+    def verified_in_pool(self, seq: Sequence) -> int:
+        return seq.mtp_computed  # the MTP KV shares the row's blocks
+
+    def row_bytes(self, seq: Sequence) -> int:
+        """A lazy backlog of hidden states, and a sampling row's draft distributions q."""
+        return seq.pending_bytes + sum(q.nbytes for q in seq.draft_probs)
+
+    def draft(self, rows: list[Sequence], target: TargetOutputs, k: int) -> None:
+        """Bring the MTP KV up to each live row's verified pairs, then draft k tokens."""
+        starts, hidden, first, want_drafts = target.starts, target.hidden, target.first, k > 0
         alive = [b for b, s in enumerate(rows) if not s.finished]
         if not alive:
             return
@@ -40,7 +62,7 @@ class MTPDrafter:
                     seq.pending_hidden = []
                 seq.pending_hidden.append(part)
                 seq.pending_bytes += part.nbytes
-                seq.draft = None
+                seq.drafts, seq.draft_probs = [], []
             return
         seqs = [rows[b] for b in alive]
         lens = [s.computed - s.mtp_computed for s in seqs]  # backlog (lazy) + this pass's pairs
@@ -60,18 +82,33 @@ class MTPDrafter:
                 src[f : f + n] = np.arange(first[b], first[b] + n)
             inputs = hidden[mx.array(src)]
         last = mx.array([f + n - 1 for f, n in zip(lay.first, lens)])
-        logits = self.forward.mtp(inputs, mx.array(nxt), lay.ctx, last)
-        greedy = mx.argmax(logits, axis=-1).tolist()
-        for r, s in enumerate(seqs):
+        logits, out = self.forward.mtp(inputs, mx.array(nxt), lay.ctx, last)
+        for s in seqs:
             s.mtp_computed, s.pending_hidden, s.pending_bytes = s.computed, None, 0
-            s.draft = s.draft_probs = None
-            if not want_drafts or s.prefilling:
-                continue
-            if s.temperature == 0.0:
-                s.draft = greedy[r]
-            else:
-                s.draft_probs = probs(np.array(logits[r]), s.temperature, s.top_p)
-                s.draft = sample(s.draft_probs, s.rng)
+            s.drafts, s.draft_probs = [], []
+        drafting = [r for r, s in enumerate(seqs) if want_drafts and not s.prefilling]
+        if drafting:
+            self._chain([seqs[r] for r in drafting], logits[mx.array(drafting)], out[mx.array(drafting)], k)
+
+    def _chain(self, seqs: list[Sequence], logits: mx.array, out: mx.array, k: int) -> None:
+        """Drafts 1..k per row: draft 1 from the verified pairs' logits, then the layer
+        fed (its own output hidden, the previous draft) at the next position, k - 1 times."""
+        for j in range(k):
+            if j:
+                positions = [s.computed + j - 1 for s in seqs]  # the pair (h^_{c+j-1}, d_j)
+                for s, p in zip(seqs, positions):
+                    self.ensure_blocks(s, p + 1)
+                lay = build_layout(positions, [1] * len(seqs), [s.blocks for s in seqs], self.pool.block_size)
+                tokens = mx.array([s.drafts[-1] for s in seqs], mx.int32)
+                logits, out = self.forward.mtp(out, tokens, lay.ctx, mx.arange(len(seqs)))
+            greedy = mx.argmax(logits, axis=-1).tolist()
+            for r, s in enumerate(seqs):
+                if s.temperature == 0.0:
+                    s.drafts.append(greedy[r])
+                else:
+                    q = probs(np.array(logits[r]), s.temperature, s.top_p)
+                    s.draft_probs.append(q)
+                    s.drafts.append(sample(q, s.rng))
 
     def can_fuse(self, rows: list[Sequence], drafting: bool) -> bool:
         """Whether this pass's MTP work can run inside the target pass: greedy rows whose
@@ -117,8 +154,8 @@ class MTPDrafter:
             if seq.finished:
                 continue
             seq.mtp_computed = seq.computed
-            seq.draft = drafts[b] if drafts is not None and want_drafts and not seq.prefilling else None
-            seq.draft_probs = None
+            keep = drafts is not None and want_drafts and not seq.prefilling
+            seq.drafts, seq.draft_probs = ([drafts[b]] if keep else []), []
 
     @staticmethod
     def _catch_up_inputs(seqs, firsts, starts, alive, hidden, n_tokens):

@@ -1,7 +1,7 @@
 """Which rows run in the next pass and what each feeds: admission and chunking.
 
 Admission is first come, first served under max_batch_size. A decoding row feeds its
-last token, plus its draft when the pass drafts; a prefilling row feeds its next chunk
+last token, plus its drafts when the pass drafts; a prefilling row feeds its next chunk
 of at most prefill_chunk prompt tokens. Under a per-pass token budget (max_pass_tokens)
 decode rows go first and all run, even past the budget, so that a long prompt never
 stalls the rows already decoding (Sarathi-Serve's stall-free batching); prefill rows then
@@ -17,18 +17,18 @@ from dataclasses import dataclass
 
 from .cache import BlockPool
 from .prefix_cache import PrefixCache
-from .sequence import Sequence
+from .sequence import Sequence, Status
 
 
 @dataclass
 class PassPlan:
     rows: list[Sequence]
     feeds: list[list[int]]  # tokens fed per row
-    drafted: list[bool]  # row carries a draft (its last fed token)
+    drafted: list[int]  # drafts the row carries (its last fed tokens; 0: none)
     prefill_tokens: int
     decode_tokens: int
     feeds_in_graph: bool = False  # feeds are zeros of the right lengths: the tokens are the
-    # previous pass's outputs, still in the graph (lookahead.py)
+    # previous pass's outputs, still in the graph (Launcher.launch_ahead)
 
     @property
     def kind(self) -> str:
@@ -57,6 +57,7 @@ class Scheduler:
     def admit(self) -> None:
         while self.waiting and len(self.running) < self.max_batch_size:
             seq = self.waiting.popleft()
+            seq.status = Status.RUNNING
             seq.blocks = self.prefix.match(seq.prompt)
             seq.computed = seq.mtp_computed = seq.cached_tokens = len(seq.blocks) * self.pool.block_size
             self.running.append(seq)
@@ -68,9 +69,9 @@ class Scheduler:
         n_decode = n_prefill = 0
         for i, seq in enumerate(self.running):
             if not seq.prefilling:
-                if not (use_drafts and seq.draft is not None):
-                    seq.draft = None
-                feeds[i] = [seq.tokens[-1]] if seq.draft is None else [seq.tokens[-1], seq.draft]
+                if not use_drafts:
+                    seq.drafts, seq.draft_probs = [], []
+                feeds[i] = [seq.tokens[-1], *seq.drafts]
                 n_decode += len(feeds[i])
         left = self.max_pass_tokens - n_decode if self.max_pass_tokens else None  # None: no budget
         for i, seq in enumerate(self.running):
@@ -83,7 +84,7 @@ class Scheduler:
         feeds = [f for f in feeds if f is not None]
         for seq, feed in zip(rows, feeds):
             self.ensure_blocks(seq, seq.computed + len(feed))
-        drafted = [len(f) == 2 and not s.prefilling for s, f in zip(rows, feeds)]
+        drafted = [0 if s.prefilling else len(f) - 1 for s, f in zip(rows, feeds)]
         return PassPlan(rows, feeds, drafted, n_prefill, n_decode)
 
     def ensure_blocks(self, seq: Sequence, n_positions: int) -> None:
@@ -91,8 +92,11 @@ class Scheduler:
             seq.blocks.append(self.pool.allocate())
 
     def release(self, seq: Sequence) -> None:
+        """Retire a finished row: its blocks go back to the pool."""
+        seq.status = Status.RETIRED
         self.running.remove(seq)
         for b in seq.blocks:
             self.pool.release(b)
         seq.blocks = []
         seq.pending_hidden, seq.pending_bytes = None, 0
+        seq.drafts, seq.draft_probs = [], []

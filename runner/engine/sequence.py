@@ -1,4 +1,8 @@
-"""One request's state inside the engine: its tokens, its blocks, its draft, its clocks.
+"""One request's state inside the engine: its tokens, its blocks, its drafts, its clocks.
+
+- Its lifecycle is an explicit `Status`: waiting (queued), running (admitted, holds
+  blocks), finished (its last token is committed; a pass launched ahead may still hold
+  it), retired (its blocks are freed and its RequestEvent sent).
 
 Invariants after every pass (checked by tests): the main KV holds positions
 0..computed-1 and computed == len(tokens) - 1 once prefill is done; the MTP KV holds
@@ -9,9 +13,17 @@ time per output token.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Optional
 
 import numpy as np
+
+
+class Status(Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+    RETIRED = "retired"
 
 
 @dataclass(eq=False)
@@ -27,8 +39,8 @@ class Sequence:
     computed: int = 0  # positions whose main KV (and indexer keys) are written
     mtp_computed: int = 0  # pairs the MTP layer has consumed (its KV length)
     blocks: list[int] = field(default_factory=list)
-    draft: Optional[int] = None  # proposal for tokens[len(tokens)], verified next pass
-    draft_probs: Optional[np.ndarray] = None  # the draft distribution q (sampling only)
+    drafts: list[int] = field(default_factory=list)  # proposals for the next tokens, verified next pass
+    draft_probs: list[np.ndarray] = field(default_factory=list)  # each draft's distribution q (sampling)
     pending_hidden: Optional[list] = None  # (n_i, H) hidden-state slices the lazy MTP has not consumed
     pending_bytes: int = 0  # their size, kept as they come (state bytes every pass)
     cached_tokens: int = 0  # prompt tokens served by the prefix cache
@@ -36,7 +48,8 @@ class Sequence:
     token_ns: list[int] = field(default_factory=list)  # commit time of each output token, in order
     first_token_ns: int = 0
     done_ns: int = 0
-    finish_reason: str = ""
+    finish_reason: str = ""  # "eos" | "length", set with Status.FINISHED
+    status: Status = Status.WAITING
 
     def __post_init__(self) -> None:
         self.tokens = list(self.prompt)
@@ -51,7 +64,11 @@ class Sequence:
 
     @property
     def finished(self) -> bool:
-        return bool(self.finish_reason)
+        """Its last token is committed (it may not be retired yet)."""
+        return self.status in (Status.FINISHED, Status.RETIRED)
+
+    def finish(self, reason: str) -> None:
+        self.finish_reason, self.status = reason, Status.FINISHED
 
     @property
     def output(self) -> list[int]:
