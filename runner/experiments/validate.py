@@ -22,6 +22,7 @@ from runner.runtimes import knobs as runtime_knobs
 from runner.runtimes.knobs import DEFAULT_RUNTIME, RUNTIMES
 
 from .validate_workload import (
+    DEFAULT_MIN_CELL_SECONDS,  # noqa: F401  (re-exported for declaration.py)
     DEFAULT_MIN_CELL_TOKENS,  # noqa: F401
     check_context,
     check_workload,
