@@ -2,7 +2,8 @@
 codes and messages. Bad input (declaration, database, export files) is reported as
 readable lines on stderr with exit code 2 and no traceback; an interrupted run exits 130
 and says how to resume; a run some of whose cells a runtime fault cost (a server not
-reachable, say) measures the rest, exits 1 and says how many failed. The work itself lives in execute.py and runner.store.
+reachable, say) measures the rest, exits 1 and says how many failed. The work itself
+lives in execute.py and runner.store.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ def main_run(args: argparse.Namespace) -> int:
     if args.quick:
         exp = exp.shrunk()
     from runner.store import measurements
+    from runner.store.cell_record import CellFolders
 
     from .execute import run_experiment
     from .progress import Progress
@@ -123,19 +125,20 @@ def main_run(args: argparse.Namespace) -> int:
     resume = f"run `runner run {again}{' --quick' if args.quick else ''}` again to resume"
     if args.remeasure:  # a resumed re-measurement keeps the cells it already re-ran
         resume += " (without --remeasure: the cells not yet re-measured keep their older runs)"
+    cells = CellFolders(measurements.folder_of(args.db))  # each finished cell, committed at once
     try:
-        summary = run_experiment(exp, args.db, progress, remeasure=args.remeasure)
+        summary = run_experiment(exp, args.db, progress, remeasure=args.remeasure, cell_folders=cells)
     except (StoreError, WorkloadError) as e:
-        _save_measurement(args.db, before, progress)
+        _save_measurement(args.db, before, progress, cells)
         _err(f"error: {e}")
         return 2
     except KeyboardInterrupt:
-        _save_measurement(args.db, before, progress)
+        _save_measurement(args.db, before, progress, cells)
         _err(f"interrupted: the cell in progress is marked failed, finished cells are kept; {resume}")
         return 130
     except Exception:
         traceback.print_exc()
-        _save_measurement(args.db, before, progress)
+        _save_measurement(args.db, before, progress, cells)
         _err(
             f"error: the run crashed; the cell in progress is marked failed, finished cells are "
             f"kept; {resume}"
@@ -143,7 +146,7 @@ def main_run(args: argparse.Namespace) -> int:
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
-    saved = _save_measurement(args.db, before, progress)
+    saved = _save_measurement(args.db, before, progress, cells)
     progress.note(
         f"{exp.name}: {summary.completed} cells run, {summary.skipped} already complete "
         f"({summary.planned} planned) -> {args.db}"
@@ -158,15 +161,16 @@ def main_run(args: argparse.Namespace) -> int:
     return 0 if saved else 2
 
 
-def _save_measurement(db: Path, before: set[str], progress) -> bool:
+def _save_measurement(db: Path, before: set[str], progress, cells=None) -> bool:
     """Write the runs this invocation completed (an interrupted run's finished cells too)
-    to a new measurement folder beside the database: the folders are what is committed,
-    and the database is rebuilt from them."""
+    to a new measurement folder beside the database, in place of the folder each cell
+    got as it finished: the folders are what is committed, and the database is rebuilt
+    from them."""
     from runner.store import measurements
     from runner.store.store import StoreError
 
     try:
-        for folder, runs in measurements.save_new_runs(db, before):
+        for folder, runs in measurements.save_new_runs(db, before, cells):
             progress.note(f"wrote {runs} run(s) to {folder} (commit this folder to publish them)")
     except StoreError as e:
         _err(

@@ -4,29 +4,31 @@ Cells are arm x concurrency x round, ordered round -> concurrency -> arm so that
 arms interleave (A B A B) and machine drift hits them alike. With `arrivals = "closed"`
 (the default) a cell at concurrency c is c closed-loop clients: each sends its next
 prompt when its last request finishes, taking client c's i-th prompt from the workload's
-unbounded seeded stream (request_id = i * width + c, see workload.py). Cells are sized by time: a client keeps sending while it
-has sent fewer than requests_per_client, or while the cell has run less than
-min_cell_seconds (from its t0) or produced fewer than min_cell_tokens output tokens (of
-finished requests); the requests then in flight finish and are kept. The rule is the
-same for every arm, so every arm replays the same requests in the same order and a
-faster arm simply replays more of the stream. Open-loop arrivals (a Poisson process or
-a script, at most c requests in flight) are openloop.py's, their schedules arrivals.py's,
-sized by the same minimums. Each arm has one runtime (runner.runtimes: our engine,
-mlx-lm in-process, an mlx_lm.server the runner starts, or any OpenAI-compatible server),
-started and warmed up before its first timed cell, outside any cell's clock, and
-stopped when the run ends however it ends. Request rows and pass events are buffered in
-memory during a cell and written between cells, so logging does not perturb the timing;
-per-token times ride on the request rows (token_ns) and are stored as the tokens table's
-rows, in the same transaction as the requests (none for a request whose runtime cannot
-time its tokens). The run stores the declared SLO (runs.slo_ttft_ms, slo_tpot_ms).
-A runtime without per-pass rows stores none (absent, not zero). The machine's load
-(load.py) is sampled just outside the cell's clock and stored with the run. Cells
-already complete in the database (same experiment, declaration sha256, chip and quick
-flag) are skipped: this is how a run resumes; with `remeasure` every cell runs again and
-its new run is appended (pages use the newest run of a cell). A runtime fault (a server
-unreachable, dead, erroring or silent) marks its cell failed, is reported as one line
-and the run goes on; any other error (Ctrl-C included) marks the cell failed and goes on
-up. This module does not parse declarations, render pages or print anything itself.
+unbounded seeded stream (request_id = i * width + c, see workload.py). Cells are sized
+by time: a client keeps sending while it has sent fewer than requests_per_client, or
+while the cell has run less than min_cell_seconds (from its t0) or produced fewer than
+min_cell_tokens output tokens (of finished requests); the requests then in flight finish
+and are kept. The rule is the same for every arm, so every arm replays the same requests
+in the same order and a faster arm simply replays more of the stream. Open-loop arrivals
+(a Poisson process or a script, at most c requests in flight) are openloop.py's, their
+schedules arrivals.py's, sized by the same minimums. Each arm has one runtime
+(runner.runtimes: our engine, mlx-lm in-process, an mlx_lm.server the runner starts, or
+any OpenAI-compatible server), started and warmed up before its first timed cell,
+outside any cell's clock, and stopped when the run ends however it ends. Request rows
+and pass events are buffered in memory during a cell and written between cells, so
+logging does not perturb the timing (and, given `cell_folders`, each finished cell goes
+to a measurement folder at once); per-token times ride on the request rows (token_ns)
+and are stored as the tokens table's rows, in the same transaction as the requests (none
+for a request whose runtime cannot time its tokens). The run stores the declared SLO
+(runs.slo_ttft_ms, slo_tpot_ms). A runtime without per-pass rows stores none (absent,
+not zero). The machine's load (load.py) is sampled just outside the cell's clock and
+stored with the run. Cells already complete in the database (same experiment,
+declaration sha256, chip and quick flag) are skipped: this is how a run resumes; with
+`remeasure` every cell runs again and its new run is appended (pages use the newest run
+of a cell). A runtime fault (a server unreachable, dead, erroring or silent) marks its
+cell failed, is reported as one line and the run goes on; any other error (Ctrl-C
+included) marks the cell failed and goes on up. This module does not parse declarations,
+render pages or print anything itself.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from pathlib import Path
 
 from runner.engine.checkpoint import checkpoint_sha256, resolve_checkpoint
 from runner.runtimes import Runtime, RuntimeFault, start
-from runner.store.store import Store
+from runner.store.cell_record import CellFolders
+from runner.store.store import Store, StoreError
 
 from . import chip, load
 from .arrivals import describe, min_requests
@@ -136,8 +139,15 @@ class RunSummary:
 
 
 def run_experiment(
-    exp: Experiment, db_path: Path, progress: Progress, *, remeasure: bool = False
+    exp: Experiment,
+    db_path: Path,
+    progress: Progress,
+    *,
+    remeasure: bool = False,
+    cell_folders: CellFolders | None = None,
 ) -> RunSummary:
+    """cell_folders: where each finished cell's run is written as it completes (the
+    committed record; `runner run` passes one beside the database)."""
     cells = plan_cells(exp)
     summary = RunSummary(planned=len(cells))
     fingerprint, code = chip.fingerprint(), chip.code_version()
@@ -182,6 +192,7 @@ def run_experiment(
                     summary,
                     CellLabel(k, len(todo), cell.arm, cell.concurrency, cell.round),
                     dict(chip_id=chip_id, model_sha256=model_sha256, code_version=code),
+                    cell_folders,
                 )
                 if k == last[cell.arm] and isinstance(runtimes[cell.arm], Runtime):
                     runtimes.pop(cell.arm).stop()  # the arm is done: its server goes now
@@ -202,6 +213,7 @@ def _cell(
     summary: RunSummary,
     label: CellLabel,
     run: dict,
+    cell_folders: CellFolders | None = None,
 ) -> None:
     knobs = runtime.knobs if isinstance(runtime, Runtime) else exp.runtime_knobs(cell.arm)
     run_id = st.begin_run(
@@ -252,4 +264,9 @@ def _cell(
             st.append_passes(run_id, rows.passes)
         st.finish_run(run_id, "complete", load=figures)
     summary.completed += 1
+    if cell_folders is not None:  # outside the clock, before the next cell: a kill now loses nothing
+        try:
+            cell_folders.write(st, run_id)
+        except StoreError as e:  # the run's folder, or the next load, writes it
+            progress.note(f"the finished cell's folder was not written: {e}")
     progress.cell_finished(label, "complete", rows.output_tokens, seconds, requests=len(rows.requests))

@@ -15,8 +15,10 @@ The database is a cache of that folder set. `sync_database` rebuilds it from scr
 complete) whenever the set of folder names and file sha256s differs from the manifest
 stored in it, so its contents depend only on the files, never on history or load
 order. Complete runs the old file holds that came from no folder (a run whose folder
-could not be written, a database from before this layout) are first written to new
-folders of their own, so a rebuild never loses a measurement. Without a `measurements/`
+could not be written, a cell a kill caught between its commit and its folder, a database
+from before this layout) are first written to new folders of their own, even when the
+folder set is unchanged, so a load never loses a measurement. While a run goes on, each
+finished cell has a folder of its own (cell_record.py). Without a `measurements/`
 folder the database is left as it is. This module does not measure or render anything.
 """
 
@@ -32,6 +34,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .cell_record import CellFolders
 from .exchange import REQUIRED_TABLES, TABLES, export_runs, import_tables
 from .store import Store, StoreError, StoreLocked
 
@@ -128,9 +131,12 @@ def complete_run_ids(db: str | os.PathLike) -> set[str]:
         return {r[0] for r in st.con.execute("SELECT run_id FROM runs WHERE status = 'complete'").fetchall()}
 
 
-def save_new_runs(db: str | os.PathLike, before: set[str]) -> list[tuple[Path, int]]:
+def save_new_runs(
+    db: str | os.PathLike, before: set[str], cells: CellFolders | None = None
+) -> list[tuple[Path, int]]:
     """Write the database's complete runs that are not in `before` to new measurement
-    folders; returns (folder, runs) for each (none when nothing completed)."""
+    folders, then remove the cell folders (`cells`) written for them as each finished;
+    returns (folder, runs) for each (none when nothing completed)."""
     with Store.open(db) as st:
         now = {r[0] for r in st.con.execute("SELECT run_id FROM runs WHERE status = 'complete'").fetchall()}
         new = now - before
@@ -138,6 +144,8 @@ def save_new_runs(db: str | os.PathLike, before: set[str]) -> list[tuple[Path, i
         if new:
             root.mkdir(parents=True, exist_ok=True)
         folders = write_runs(st, new, root)
+        if cells is not None:
+            cells.fold(new, keep=folders)
         return [(f, pq.read_metadata(f / "runs.parquet").num_rows) for f in folders]
 
 
@@ -235,23 +243,18 @@ def sync_database(db: str | os.PathLike, root: Path | None = None) -> LoadResult
         if old is not None:
             with old:
                 stored, loaded = _stored_manifest(old)
-                if stored == files:
+                complete = {
+                    r[0]
+                    for r in old.con.execute("SELECT run_id FROM runs WHERE status = 'complete'").fetchall()
+                }
+                if stored == files and not complete - loaded:
                     return LoadResult(db, root, len(measurement_folders(root)), 0, rebuilt=False)
                 in_folders = {
                     r
                     for f in measurement_folders(root)
                     for r in _read(f / "runs.parquet", ["run_id"]).column("run_id").to_pylist()
                 }
-                orphans = (
-                    {
-                        r[0]
-                        for r in old.con.execute(
-                            "SELECT run_id FROM runs WHERE status = 'complete'"
-                        ).fetchall()
-                    }
-                    - loaded
-                    - in_folders
-                )
+                orphans = complete - loaded - in_folders
                 rescued = write_runs(old, orphans, root)
             if rescued:
                 files = manifest(root)
