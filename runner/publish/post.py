@@ -22,7 +22,7 @@ from pathlib import Path
 from runner.publish import across, queries
 from runner.publish.api import post_api
 from runner.publish.claims import Verdict
-from runner.publish.home import Judging, match_chip, resolve_home
+from runner.publish.home import Judging, match_chip, pin_home, resolve_home, unseen_by_home
 from runner.publish.notes import Note, as_day, declared_notes
 from runner.publish.postdata import Failure, PostData, PostState, chip_labels
 from runner.publish.provenance import Downloads
@@ -43,6 +43,8 @@ class RenderedPost:
     downloads: Downloads | None = None
     columns: list[across.Column] = field(default_factory=list)  # claims on every chip
     home_label: str = ""
+    home: Judging | None = None  # where the claims were judged (runner pin reads it)
+    claim_cells: set[tuple] = field(default_factory=set)  # (experiment, chip, arm, concurrency)
 
 
 def downloads_folder(src_uri: str) -> str:
@@ -107,12 +109,16 @@ class _Post:
         self.quick: dict[str, bool] = {}
         self.chips = []
         self._later: dict[tuple, list[tuple]] = {}
+        self.home: Judging | None = None  # the judging of the post's own rendering
 
     def later(self, experiment: str, quick: bool, since) -> list[tuple]:
-        """The experiment's complete runs started on or after `since` (read once a post)."""
+        """The experiment's complete runs started on or after `since`, and the home chip's
+        runs its judged data passed over (a re-measurement the same day; read once a post)."""
         key = (experiment, quick, since)
         if key not in self._later:
-            self._later[key] = self.reader.remeasured(experiment, quick, since)
+            self._later[key] = unseen_by_home(
+                self.reader, experiment, quick, self.home
+            ) + self.reader.remeasured(experiment, quick, since)
         return self._later[key]
 
     def datas(self, state: PostState, judging: Judging) -> dict[str, PostData]:
@@ -203,6 +209,10 @@ def render_post(
         day = as_day(meta.get("date"))
         as_of = datetime.combine(day + timedelta(days=1), time()) if day else None
         judging = _judging(post, as_of, judge_chip)
+        if judge_chip is None:
+            judging, problem = pin_home(judging, meta, reader, list(post.quick))
+            out.failures += [Failure(key, 1, problem)] if problem else []
+        post.home = judging
         folder = downloads_folder(key)
         rendered, state, datas = post.render(judging, _token_prefix(key), folder)
         for d in datas.values():
@@ -257,6 +267,7 @@ def render_post(
         out.failures += state.failures
         out.verdicts, out.notes = state.verdicts, notes
         out.home_label = _home_text(post, judging)
+        out.home, out.claim_cells = judging, set(state.claim_cells)
     return out
 
 

@@ -40,10 +40,11 @@ from .store import Store, StoreError, StoreLocked
 
 FOLDER = "measurements"
 # The manifest a rebuilt database carries: which files it was loaded from, and which runs
-# came from them (runs added later by `runner run` are the ones a rebuild must rescue).
+# came from which folder (runs added later by `runner run` are the ones a rebuild must
+# rescue; a post's `data:` pin names folders, runner.publish.home).
 MANIFEST_DDL = (
     "CREATE TABLE measurement_files (folder VARCHAR NOT NULL, file VARCHAR NOT NULL, "
-    "sha256 VARCHAR NOT NULL); CREATE TABLE measurement_runs (run_id VARCHAR NOT NULL);"
+    "sha256 VARCHAR NOT NULL); CREATE TABLE measurement_runs (run_id VARCHAR NOT NULL, folder VARCHAR);"
 )
 
 Manifest = tuple[tuple[str, str, str], ...]  # sorted (folder name, file name, sha256)
@@ -193,6 +194,12 @@ def _stored_manifest(st: Store) -> tuple[Manifest | None, set[str]]:
     files = tuple(
         st.con.execute("SELECT folder, file, sha256 FROM measurement_files ORDER BY ALL").fetchall()
     )
+    by_folder = st._one(
+        "SELECT count(*) FROM information_schema.columns "
+        "WHERE table_name = 'measurement_runs' AND column_name = 'folder'"
+    )[0]
+    if not by_folder:  # loaded before runs were recorded by folder: rebuild once
+        files = None
     return files, {r[0] for r in st.con.execute("SELECT run_id FROM measurement_runs").fetchall()}
 
 
@@ -208,7 +215,14 @@ def load_folders(folders: list[Path], db: Path, files: Manifest) -> int:
                 import_tables(st, t, str(folder))
             st.con.execute(MANIFEST_DDL)
             st.con.executemany("INSERT INTO measurement_files VALUES (?, ?, ?)", [list(r) for r in files])
-            st.con.execute("INSERT INTO measurement_runs SELECT run_id FROM runs")
+            st.con.executemany(
+                "INSERT INTO measurement_runs VALUES (?, ?)",
+                [
+                    [r, folder.name]
+                    for folder, t in tables.items()
+                    for r in t["runs"].column("run_id").to_pylist()
+                ],
+            )
             runs = st._one("SELECT count(*) FROM runs")[0]
             st.con.execute("CHECKPOINT")
         Path(f"{db}.wal").unlink(missing_ok=True)  # the old file's log must not replay onto the new one
