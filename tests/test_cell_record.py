@@ -107,6 +107,15 @@ def test_sigkill_after_k_cells_leaves_exactly_k_in_the_folders_and_resume_adds_t
     assert cli(["run", str(decl), "--db", str(db), "--no-openblas"]) == 0  # resume
     every = cells_of(db)
     assert len(every) == len(set(every)) == 4 and set(first) <= set(every)
+    con = duckdb.connect(str(db), read_only=True)
+    try:  # each run carries its invocation's machine probe
+        unprobed = con.execute(
+            "SELECT count(*) FROM runs WHERE status = 'complete' AND (probe_prefill_gflops IS NULL "
+            "OR probe_decode_gflops IS NULL OR probe_read_gbps IS NULL)"
+        ).fetchall()
+    finally:
+        con.close()
+    assert unprobed == [(0,)]
     again = tmp_path / "clone2" / "runs.duckdb"
     measurements.sync_database(again, root)
     assert cells_of(again) == every  # the folders hold each cell once

@@ -42,7 +42,7 @@ from runner.runtimes import Runtime, RuntimeFault, start
 from runner.store.cell_record import CellFolders
 from runner.store.store import Store, StoreError
 
-from . import chip, load
+from . import chip, load, probe
 from .arrivals import describe, min_requests
 from .cell import CellRows, needs_more, output_sha256, request_seed  # noqa: F401  (the API)
 from .declaration import Experiment
@@ -176,6 +176,11 @@ def run_experiment(
         progress.plan([cell_seconds(exp, c.concurrency) for c in todo])
         runtimes: dict[str, Runtime | RuntimeFault] = {}
         model_sha256 = checkpoint_sha256(checkpoint)
+        machine = probe.measure()  # once per invocation, before any engine holds memory
+        progress.note(
+            f"machine probe: prefill-sized products {machine.prefill_gflops:g} GFLOP/s, decode-sized "
+            f"{machine.decode_gflops:g} GFLOP/s, memory read {machine.read_gbps:g} GB/s"
+        )
         last = {cell.arm: k for k, cell in enumerate(todo, 1)}
         try:
             for k, cell in enumerate(todo, 1):
@@ -193,6 +198,7 @@ def run_experiment(
                     CellLabel(k, len(todo), cell.arm, cell.concurrency, cell.round),
                     dict(chip_id=chip_id, model_sha256=model_sha256, code_version=code),
                     cell_folders,
+                    machine.columns(),
                 )
                 if k == last[cell.arm] and isinstance(runtimes[cell.arm], Runtime):
                     runtimes.pop(cell.arm).stop()  # the arm is done: its server goes now
@@ -214,6 +220,7 @@ def _cell(
     label: CellLabel,
     run: dict,
     cell_folders: CellFolders | None = None,
+    machine: dict[str, float] | None = None,
 ) -> None:
     knobs = runtime.knobs if isinstance(runtime, Runtime) else exp.runtime_knobs(cell.arm)
     run_id = st.begin_run(
@@ -230,6 +237,8 @@ def _cell(
         slo_tpot_ms=exp.workload.slo_tpot_ms,
         **run,
     )
+    if machine:
+        st.record_probe(run_id, machine)
     w = exp.workload
     target = CellTarget(
         min_requests(w, cell.concurrency),

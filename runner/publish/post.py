@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from pathlib import Path
 
-from runner.publish import across, queries
+from runner.publish import across, machines, queries
 from runner.publish.api import post_api
 from runner.publish.claims import Verdict
 from runner.publish.home import Judging, match_chip, pin_home, resolve_home, unseen_by_home
@@ -237,6 +237,7 @@ def render_post(
                         chips=datas[e].chips,
                         facts=reader.provenance(e, q),
                         load=reader.load_by_chip(e, q),
+                        machines=machines.provenance_lines(reader, e, q, datas[e].chip_names),
                         labels=datas[e].chip_names,
                         downloads=[
                             (n, h)
@@ -298,6 +299,13 @@ def _columns(post: _Post, judging: Judging, as_of, home: list[Verdict]) -> list[
         if cid == judging.chip_id and not later_on_home:
             continue
         label = f"{labels[cid]} (newest)" if cid == judging.chip_id else labels[cid]
+        later = (
+            [r[0] for e, q in post.quick.items() for r in post.later(e, q, as_of) if r[1] == cid]
+            if as_of
+            else []
+        )
+        machine = machines.column_note(post.reader, post.quick, judging, cid, later)
+        label += f" ({machine})" if machine else ""
         _, state, _ = post.render(Judging(cid, None, label, every_value=True), "ALT")
         cols.append(across.Column(label, cid, {v.number: v for v in state.verdicts}))
     return cols
@@ -312,6 +320,7 @@ def _later_notes(post: _Post, datas, judging, as_of, home, columns) -> list[Note
     for e, q in post.quick.items():
         runs = post.later(e, q, as_of)
         out += across.later_notes(e, runs, labels, judging.chip_id, home, by_chip)
+        out += machines.probe_notes(post.reader, e, q, runs, judging, labels)
     return out
 
 

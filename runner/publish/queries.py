@@ -34,6 +34,9 @@ from runner.publish.sql import (
     LAYOUT_SQL,
     LOAD_SQL,
     MEASUREMENT_FOLDERS_SQL,
+    PROBE_OF_RUNS_SQL,
+    PROBE_OF_VIEW_SQL,
+    PROBES_BY_CHIP_SQL,
     PROVENANCE_SQL,
     RAW_SQL,
     REMEASURED_SQL,
@@ -311,6 +314,24 @@ class Reader:
         p = {"experiment": experiment, "quick": quick, "as_of": cut}
         sql, p = judged("WITH " + CHOSEN_RUNS + FOLDERS_OF_CHIPS_SQL, p)
         return [r[0] for r in self._rows(sql, {**p, "chips": sorted(chips)})]
+
+    # -- the machine probe (runner.publish.machines) ----------------------------
+    def probe_of_runs(self, run_ids: list[str]) -> tuple | None:
+        """(prefill GFLOP/s, decode GFLOP/s, read GB/s) medians of the runs; None: unprobed."""
+        row = self._rows(PROBE_OF_RUNS_SQL, {"run_ids": sorted(run_ids)})[0]
+        return None if row[0] is None else tuple(row)
+
+    def probe_of_view(self, experiment: str, quick: bool, cut: Cutoff | None, chip: str) -> tuple | None:
+        """The same medians over a view's runs on one chip (cut None: the newest)."""
+        p = {"experiment": experiment, "quick": quick, "as_of": cut}
+        sql, p = judged("WITH " + CHOSEN_RUNS + PROBE_OF_VIEW_SQL, p)
+        row = self._rows(sql, {**p, "chip": chip})[0]
+        return None if row[0] is None else tuple(row)
+
+    def probes_by_chip(self, experiment: str, quick: bool) -> list[tuple]:
+        """(chip, prefill, decode, read, runs, first day) per chip and probe, newest data."""
+        p = {"experiment": experiment, "quick": quick, "as_of": None}
+        return self._rows("WITH " + CHOSEN_RUNS + PROBES_BY_CHIP_SQL, p)
 
     def measurement_folders(self, experiment: str) -> list[str] | None:
         """The folders the experiment's runs were loaded from (None: not loaded from folders)."""

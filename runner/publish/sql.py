@@ -384,3 +384,15 @@ ORDER BY m.folder"""
 MEASUREMENT_FOLDERS_SQL = """
 SELECT DISTINCT m.folder FROM measurement_runs m JOIN runs r USING (run_id)
 WHERE r.experiment = $experiment ORDER BY m.folder"""
+
+# The machine probe (runner/experiments/probe.py) of a set of runs: medians, NULL when
+# none was probed (data from before migration 5).
+PROBE_FIGURES = "median(probe_prefill_gflops), median(probe_decode_gflops), median(probe_read_gbps)"
+PROBE_OF_RUNS_SQL = f"SELECT {PROBE_FIGURES} FROM runs WHERE list_contains($run_ids::VARCHAR[], run_id)"
+PROBE_OF_VIEW_SQL = f"\nSELECT {PROBE_FIGURES} FROM chosen WHERE chip_id = $chip"
+# Each chip's machines in the newest data: one row per distinct probe.
+PROBES_BY_CHIP_SQL = """
+SELECT chip_id, probe_prefill_gflops, probe_decode_gflops, probe_read_gbps, count(*) AS runs,
+       strftime(min(started_at), '%Y-%m-%d') AS first_day
+FROM chosen WHERE probe_prefill_gflops IS NOT NULL
+GROUP BY ALL ORDER BY chip_id, first_day, probe_prefill_gflops"""
