@@ -98,6 +98,13 @@ def main_run(args: argparse.Namespace) -> int:
         from runner import blas
 
         blas.reexec_with_openblas(blas.argv_from("run"))
+    from . import memory
+
+    try:  # a bad memory budget is one line before anything runs
+        memory.budget_bytes()
+    except ValueError as e:
+        _err(f"error: {e}")
+        return 2
     if args.quick:
         exp = exp.shrunk()
     from runner.store import measurements

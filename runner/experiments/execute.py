@@ -42,7 +42,7 @@ from runner.runtimes import Runtime, RuntimeFault, start
 from runner.store.cell_record import CellFolders
 from runner.store.store import Store, StoreError
 
-from . import chip, load, probe
+from . import chip, load, memory, probe
 from .arrivals import describe, min_requests
 from .cell import CellRows, needs_more, output_sha256, request_seed  # noqa: F401  (the API)
 from .declaration import Experiment
@@ -145,9 +145,12 @@ def run_experiment(
     *,
     remeasure: bool = False,
     cell_folders: CellFolders | None = None,
+    memory_budget_mb: float | None = None,
 ) -> RunSummary:
     """cell_folders: where each finished cell's run is written as it completes (the
-    committed record; `runner run` passes one beside the database)."""
+    committed record; `runner run` passes one beside the database). memory_budget_mb:
+    the resident memory over which idle arms' engines are released (memory.py)."""
+    budget = memory.budget_bytes(memory_budget_mb)
     cells = plan_cells(exp)
     summary = RunSummary(planned=len(cells))
     fingerprint, code = chip.fingerprint(), chip.code_version()
@@ -176,6 +179,7 @@ def run_experiment(
         progress.plan([cell_seconds(exp, c.concurrency) for c in todo])
         runtimes: dict[str, Runtime | RuntimeFault] = {}
         model_sha256 = checkpoint_sha256(checkpoint)
+        memory.cap_cache()
         machine = probe.measure()  # once per invocation, before any engine holds memory
         progress.note(
             f"machine probe: prefill-sized products {machine.prefill_gflops:g} GFLOP/s, decode-sized "
@@ -202,11 +206,29 @@ def run_experiment(
                 )
                 if k == last[cell.arm] and isinstance(runtimes[cell.arm], Runtime):
                     runtimes.pop(cell.arm).stop()  # the arm is done: its server goes now
+                    memory.release()
+                _bound_memory(runtimes, todo[k].arm if k < len(todo) else None, budget, progress)
         finally:  # whatever ends the run ends every runtime: no server outlives it
             for runtime in runtimes.values():
                 if isinstance(runtime, Runtime):
                     runtime.stop()
     return summary
+
+
+def _bound_memory(runtimes: dict, next_arm: str | None, budget: int | None, progress: Progress) -> None:
+    """Over the budget, release every engine but the next cell's (between cells)."""
+    rss = memory.over(budget)
+    if rss is None:
+        return
+    idle = sorted(a for a, r in runtimes.items() if a != next_arm and isinstance(r, Runtime))
+    for arm in idle:
+        runtimes.pop(arm).stop()
+    memory.release()
+    if idle:
+        progress.note(
+            f"resident memory {rss / 2**20:,.0f} MB is over the budget of {budget / 2**20:,.0f} MB: "
+            f"released the engine(s) of arm(s) {', '.join(idle)}; each starts again before its next cell"
+        )
 
 
 def _cell(
