@@ -4,7 +4,8 @@ and passes.
 
 Append-only: a re-measurement adds runs; nothing changes in place except what a run's
 finish records (its status, finish time and the machine-load figures taken over its
-cell). Rows go in as Arrow tables, never one `executemany` row at a time.
+cell) and, while it runs, its machine probe (record_probe). Rows go in as Arrow
+tables, never one `executemany` row at a time.
 This module does not read data for pages (that is `runner.publish.queries`) and knows
 nothing about the engine or experiments beyond the column names.
 """
