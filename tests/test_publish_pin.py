@@ -117,3 +117,23 @@ def test_an_update_section_reads_the_earliest_data_of_its_day_or_its_data_pin(sa
     assert len(failed) == 2 and not any("stated '+25%'" in w for w in result.warnings), result.warnings
     seen, later = (float(re.search(r"measured ([\d,.]+)", w).group(1).replace(",", "")) for w in failed)
     assert later / seen == pytest.approx(1.6, rel=0.1)  # each pin reads its own folder
+
+
+def test_a_pin_names_the_home_chip_when_another_chip_measured_the_same_day(same_day, tmp_path):
+    work, first, _ = same_day
+    other = tmp_path / "other" / "runs.duckdb"  # another machine, the same day, before the post's end
+    build_fixture(other, chips=(FixtureChip("Fixture Y", 70.0),), day=DAY.replace(hour=12), passes_per_run=8)
+    data = tmp_path / "data"
+    shutil.copytree(work / "measurements", data / "measurements")
+    with Store.open(other) as st:
+        measurements.write_runs(st, _complete_of(st), data / "measurements")
+    unpinned = build_site(write_project(tmp_path / "u", data / "runs.duckdb", {"p.md": POST.format(pin="")}))
+    assert not unpinned.ok and any("home chip is ambiguous" in w for w in unpinned.warnings)
+    pinned = build_site(
+        write_project(tmp_path / "p", data / "runs.duckdb", {"p.md": POST.format(pin=f"data: [{first}]\n")})
+    )
+    assert pinned.ok, pinned.warnings
+
+
+def _complete_of(st) -> set[str]:
+    return {r[0] for r in st.con.execute("SELECT run_id FROM runs WHERE status = 'complete'").fetchall()}

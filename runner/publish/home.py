@@ -16,7 +16,7 @@ else the newest before it. This module decides; it does not query or render.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from typing import NamedTuple
 
@@ -138,14 +138,14 @@ def resolve_home(
     )
 
 
-def pin_home(judging: Judging, meta: dict, reader, experiments: list[str]) -> tuple[Judging, str | None]:
-    """The judging with front matter `data:` applied, and the problem with it, if any."""
+def read_pin(meta: dict, reader, experiments: list[str]) -> tuple[tuple[str, ...] | None, str | None]:
+    """Front matter `data:` (None when absent or bad) and the problem with it, if any."""
     pin, problem = pinned_folders(meta.get("data"))
     if pin is None:
-        return judging, problem
+        return None, problem
     known = [reader.measurement_folders(e) for e in experiments]
     problem = unknown_folders(pin, None if None in known else [f for k in known for f in k])
-    return (judging, problem) if problem else (replace(judging, data=pin), None)
+    return (None, problem) if problem else (pin, None)
 
 
 def unseen_by_home(reader, experiment: str, quick: bool, judging: Judging | None) -> list[tuple]:

@@ -15,14 +15,14 @@ import hashlib
 import re
 import tomllib
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, time, timedelta
 from pathlib import Path
 
 from runner.publish import across, machines, queries
 from runner.publish.api import post_api
 from runner.publish.claims import Verdict
-from runner.publish.home import Judging, match_chip, pin_home, resolve_home, unseen_by_home
+from runner.publish.home import Judging, match_chip, post_cutoff, read_pin, resolve_home, unseen_by_home
 from runner.publish.notes import Note, as_day, declared_notes
 from runner.publish.postdata import Failure, PostData, PostState, chip_labels
 from runner.publish.provenance import Downloads
@@ -110,6 +110,7 @@ class _Post:
         self.chips = []
         self._later: dict[tuple, list[tuple]] = {}
         self.home: Judging | None = None  # the judging of the post's own rendering
+        self.pin: tuple[str, ...] | None = None  # front matter data: (home.py)
 
     def later(self, experiment: str, quick: bool, since) -> list[tuple]:
         """The experiment's complete runs started on or after `since`, and the home chip's
@@ -158,7 +159,11 @@ def _judging(post: _Post, as_of: datetime | None, judge_chip: str | None) -> Jud
         )
     then = tuple(
         sorted(
-            {c for e, q in post.quick.items() for c in post.views.get(e, q, as_of).chip_ids},
+            {
+                c
+                for e, q in post.quick.items()
+                for c in post.views.get(e, q, post_cutoff(as_of, post.pin)).chip_ids
+            },
             key=lambda c: list(now).index(c),
         )
     )
@@ -208,11 +213,11 @@ def render_post(
         )
         day = as_day(meta.get("date"))
         as_of = datetime.combine(day + timedelta(days=1), time()) if day else None
-        judging = _judging(post, as_of, judge_chip)
-        if judge_chip is None:
-            judging, problem = pin_home(judging, meta, reader, list(post.quick))
+        if judge_chip is None:  # a data: pin also names the home chip: its folders' chip
+            post.pin, problem = read_pin(meta, reader, list(post.quick))
             out.failures += [Failure(key, 1, problem)] if problem else []
-        post.home = judging
+        judging = _judging(post, as_of, judge_chip)
+        post.home = judging = replace(judging, data=post.pin) if post.pin else judging
         folder = downloads_folder(key)
         rendered, state, datas = post.render(judging, _token_prefix(key), folder)
         for d in datas.values():
