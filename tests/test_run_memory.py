@@ -59,10 +59,12 @@ def test_objects_held_after_each_cell_do_not_grow_with_the_number_of_cells(tmp_p
     decl = tmp_path / "many.toml"
     decl.write_text(DECLARATION.format(model=model))
     progress = Counting()
+    gc.collect()
+    before = Counter(type(o).__name__ for o in gc.get_objects())  # what other tests left alive
     summary = run_experiment(load(decl), tmp_path / "runs.duckdb", progress)
     assert summary.completed == 24 and len(progress.held) == 24
-    for k in ("PassEvent", "RequestEvent", "Finished", "Sequence"):
-        assert all(h[k] == 0 for h in progress.held), (k, [h[k] for h in progress.held])
+    for k in ("PassEvent", "RequestEvent", "Finished", "Sequence"):  # none outlives its cell
+        assert all(h[k] <= before[k] for h in progress.held), (k, before[k], [h[k] for h in progress.held])
     # Once both arms' engines are up (cell 2), each later cell holds what cell 4 held, up to
     # the last cell of an arm, whose engine is stopped then (fewer objects, never more).
     steady = progress.held[3]
