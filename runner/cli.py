@@ -14,6 +14,7 @@ VERBS = {
     "import": ("runner.experiments.commands", "merge exported rows from another machine"),
     "build": ("runner.publish.commands", "build the site (mkdocs build --strict)"),
     "audit": ("runner.publish.commands", "print every claim with its recomputed value"),
+    "pin": ("runner.publish.pin", "pin a post's judged data to the measurement folders it reads"),
     "bench": ("runner.bench", "benchmark this engine against mlx-lm"),
     "demo": ("runner.demo", "generate a few continuations on a checkpoint"),
     "train": ("runner.train.commands", "train a shipped checkpoint (--preset tiny | deep)"),

@@ -220,9 +220,10 @@ def remeasure(
     day: datetime,
     rounds: int = 2,
     seed: int = 1,
+    hour: int = 8,
 ) -> list[str]:
     """Append a re-measurement of one cell (all rounds) whose decode speed is scaled by
-    `speedup`; returns the new run ids."""
+    `speedup`, started at `hour` of `day`; returns the new run ids."""
     rng = random.Random(seed)
     scaled = FixtureChip(chip.name, chip.solo_decode_tps, chip.blas)
     run_ids = []
@@ -246,11 +247,11 @@ def remeasure(
                 model_sha256=MODEL,
                 code_version="def5678",
                 knobs={"draft_policy": arm},
-                started_at=day.replace(hour=8, minute=r),
+                started_at=day.replace(hour=hour, minute=r),
             )
             st.append_requests(run, reqs)
             st.append_passes(run, passes)
             st.append_tokens(run, token_times(reqs))
-            st.finish_run(run, "complete", finished_at=day.replace(hour=9))
+            st.finish_run(run, "complete", finished_at=day.replace(hour=hour + 1))
             run_ids.append(run)
     return run_ids

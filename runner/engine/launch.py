@@ -44,7 +44,9 @@ class Launcher:
         self.forward, self.scheduler, self.drafter, self.policy = forward, scheduler, drafter, policy
         self.config = config
         self.passes_queued = 0  # passes launched ahead of the previous commit
-        self._decided: Optional[Launched] = None  # the latest pass whose drafts_next is decided
+        # The latest decision (drafts a row; None before any). The number, not the pass:
+        # a pass would keep its rows, finished requests included, alive until the next one.
+        self._latest: Optional[int] = None
 
     def expected_width(self, rows: int) -> int:
         """Rows the next pass should hold when `rows` rows of this one go on: those and
@@ -73,13 +75,13 @@ class Launcher:
             rows = cur.live if continuing is None else continuing
             drafts = self.policy.decide(self.expected_width(rows))
             cur.drafts_next = self.config.draft_tokens if drafts else 0
-        self._decided = cur
+        self._latest = cur.drafts_next
         return cur.drafts_next
 
     @property
     def drafting(self) -> bool:
         """The latest decision (under lazy sync: whether the MTP layer is running along)."""
-        return self._decided is None or bool(self._decided.drafts_next)
+        return self._latest is None or bool(self._latest)
 
     def launch(self) -> Launched:
         """Plan the next pass from host state and queue it."""

@@ -101,9 +101,17 @@ def main_run(args: argparse.Namespace) -> int:
         from runner import blas
 
         blas.reexec_with_openblas(blas.argv_from("run"))
+    from . import memory
+
+    try:  # a bad memory budget is one line before anything runs
+        memory.budget_bytes()
+    except ValueError as e:
+        _err(f"error: {e}")
+        return 2
     if args.quick:
         exp = exp.shrunk()
     from runner.store import measurements
+    from runner.store.cell_folders import CellFolders
 
     from .execute import run_experiment
     from .progress import Progress
@@ -127,19 +135,20 @@ def main_run(args: argparse.Namespace) -> int:
     resume = f"run `runner run {again}{' --quick' if args.quick else ''}` again to resume"
     if args.remeasure:  # a resumed re-measurement keeps the cells it already re-ran
         resume += " (without --remeasure: the cells not yet re-measured keep their older runs)"
+    cells = CellFolders(measurements.folder_of(args.db))  # each finished cell, committed at once
     try:
-        summary = run_experiment(exp, args.db, progress, remeasure=args.remeasure)
+        summary = run_experiment(exp, args.db, progress, remeasure=args.remeasure, cell_folders=cells)
     except (StoreError, WorkloadError) as e:
-        _save_measurement(args.db, before, progress)
+        _save_measurement(args.db, before, progress, cells)
         _err(f"error: {e}")
         return 2
     except KeyboardInterrupt:
-        _save_measurement(args.db, before, progress)
+        _save_measurement(args.db, before, progress, cells)
         _err(f"interrupted: the cell in progress is marked failed, finished cells are kept; {resume}")
         return 130
     except Exception:
         traceback.print_exc()
-        _save_measurement(args.db, before, progress)
+        _save_measurement(args.db, before, progress, cells)
         _err(
             f"error: the run crashed; the cell in progress is marked failed, finished cells are "
             f"kept; {resume}"
@@ -147,7 +156,7 @@ def main_run(args: argparse.Namespace) -> int:
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
-    saved = _save_measurement(args.db, before, progress)
+    saved = _save_measurement(args.db, before, progress, cells)
     progress.note(
         f"{exp.name}: {summary.completed} cells run, {summary.skipped} already complete "
         f"({summary.planned} planned) -> {args.db}"
@@ -162,15 +171,16 @@ def main_run(args: argparse.Namespace) -> int:
     return 0 if saved else 2
 
 
-def _save_measurement(db: Path, before: set[str], progress) -> bool:
+def _save_measurement(db: Path, before: set[str], progress, cells=None) -> bool:
     """Write the runs this invocation completed (an interrupted run's finished cells too)
-    to a new measurement folder beside the database: the folders are what is committed,
-    and the database is rebuilt from them."""
+    to a new measurement folder beside the database, in place of the folder each cell
+    got as it finished: the folders are what is committed, and the database is rebuilt
+    from them."""
     from runner.store import measurements
     from runner.store.store import StoreError
 
     try:
-        for folder, runs in measurements.save_new_runs(db, before):
+        for folder, runs in measurements.save_new_runs(db, before, cells):
             progress.note(f"wrote {runs} run(s) to {folder} (commit this folder to publish them)")
     except StoreError as e:
         _err(

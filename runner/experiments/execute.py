@@ -17,11 +17,12 @@
   runner starts, or any OpenAI-compatible server), started and warmed up before its
   first cell, outside any cell's clock, and stopped when the run ends however it ends.
 - Rows are buffered in memory during a cell and written between cells, so logging does
-  not perturb the timing. Per-token times ride on the request rows (token_ns) and become
-  the tokens table's rows in the same transaction (none for a runtime that cannot time
-  its tokens); a runtime without per-pass rows stores none (absent, not zero). The
-  machine's load (load.py) is sampled just outside the cell's clock and stored with the
-  run, as is the declared SLO.
+  not perturb the timing; given `cell_folders`, each finished cell also goes to a
+  measurement folder at once (a killed run loses no finished cell). Per-token times ride
+  on the request rows (token_ns) and become the tokens table's rows in the same
+  transaction (none for a runtime that cannot time its tokens); a runtime without
+  per-pass rows stores none (absent, not zero). The machine's load (load.py) is sampled
+  just outside the cell's clock and stored with the run, as is the declared SLO.
 - Resuming: cells complete in the database (same experiment, declaration sha256, chip
   and quick flag) are skipped; with `remeasure` every cell runs again and its new run is
   appended (pages use the newest run of a cell).
@@ -40,9 +41,10 @@ from pathlib import Path
 from runner.engine.checkpoint import checkpoint_sha256
 from runner.runtimes import Runtime, RuntimeFault, start
 from runner.store.cell import CellRecord
-from runner.store.store import Store
+from runner.store.cell_folders import CellFolders
+from runner.store.store import Store, StoreError
 
-from . import chip, load
+from . import chip, load, memory, probe
 from .arrivals import describe, min_requests
 from .cell import CellRows, needs_more, output_sha256, request_seed  # noqa: F401  (the API)
 from .declaration import Experiment
@@ -155,8 +157,18 @@ class RunSummary:
 
 
 def run_experiment(
-    exp: Experiment, db_path: Path, progress: Progress, *, remeasure: bool = False
+    exp: Experiment,
+    db_path: Path,
+    progress: Progress,
+    *,
+    remeasure: bool = False,
+    cell_folders: CellFolders | None = None,
+    memory_budget_mb: float | None = None,
 ) -> RunSummary:
+    """cell_folders: where each finished cell's run is written as it completes (the
+    committed record; `runner run` passes one beside the database). memory_budget_mb:
+    the resident memory over which idle arms' engines are released (memory.py)."""
+    budget = memory.budget_bytes(memory_budget_mb)
     cells = plan_cells(exp)
     summary = RunSummary(planned=len(cells))
     fingerprint, code = chip.fingerprint(), chip.code_version()
@@ -185,6 +197,12 @@ def run_experiment(
         progress.plan([cell_seconds(exp, c.concurrency) for c in todo])
         runtimes: dict[str, Runtime | RuntimeFault] = {}
         model_sha256 = checkpoint_sha256(checkpoint)
+        memory.cap_cache()
+        machine = probe.measure()  # once per invocation, before any engine holds memory
+        progress.note(
+            f"machine probe: prefill-sized products {machine.prefill_gflops:g} GFLOP/s, decode-sized "
+            f"{machine.decode_gflops:g} GFLOP/s, memory read {machine.read_gbps:g} GB/s"
+        )
         last = {cell.arm: k for k, cell in enumerate(todo, 1)}
         try:
             for k, cell in enumerate(todo, 1):
@@ -201,14 +219,34 @@ def run_experiment(
                     summary,
                     CellLabel(k, len(todo), cell.arm, cell.concurrency, cell.round),
                     dict(chip_id=chip_id, model_sha256=model_sha256, code_version=code),
+                    cell_folders,
+                    machine.columns(),
                 )
                 if k == last[cell.arm] and isinstance(runtimes[cell.arm], Runtime):
                     runtimes.pop(cell.arm).stop()  # the arm is done: its server goes now
+                    memory.release()
+                _bound_memory(runtimes, todo[k].arm if k < len(todo) else None, budget, progress)
         finally:  # whatever ends the run ends every runtime: no server outlives it
             for runtime in runtimes.values():
                 if isinstance(runtime, Runtime):
                     runtime.stop()
     return summary
+
+
+def _bound_memory(runtimes: dict, next_arm: str | None, budget: int | None, progress: Progress) -> None:
+    """Over the budget, release every engine but the next cell's (between cells)."""
+    rss = memory.over(budget)
+    if rss is None:
+        return
+    idle = sorted(a for a, r in runtimes.items() if a != next_arm and isinstance(r, Runtime))
+    for arm in idle:
+        runtimes.pop(arm).stop()
+    memory.release()
+    if idle:
+        progress.note(
+            f"resident memory {rss / 2**20:,.0f} MB is over the budget of {budget / 2**20:,.0f} MB: "
+            f"released the engine(s) of arm(s) {', '.join(idle)}; each starts again before its next cell"
+        )
 
 
 def _cell(
@@ -221,9 +259,13 @@ def _cell(
     summary: RunSummary,
     label: CellLabel,
     run: dict,
+    cell_folders: CellFolders | None = None,
+    machine: dict[str, float] | None = None,
 ) -> None:
     knobs = runtime.knobs if isinstance(runtime, Runtime) else exp.runtime_knobs(cell.arm)
     run_id = st.begin_run(cell, knobs=knobs, **run)
+    if machine:
+        st.record_probe(run_id, machine)
     w = exp.workload
     target = CellTarget(
         min_requests(w, cell.concurrency),
@@ -258,4 +300,9 @@ def _cell(
             st.append_passes(run_id, rows.passes)
         st.finish_run(run_id, "complete", load=figures)
     summary.completed += 1
+    if cell_folders is not None:  # outside the clock, before the next cell: a kill now loses nothing
+        try:
+            cell_folders.write(st, run_id)
+        except StoreError as e:  # the run's folder, or the next load, writes it
+            progress.note(f"the finished cell's folder was not written: {e}")
     progress.cell_finished(label, "complete", rows.output_tokens, seconds, requests=len(rows.requests))

@@ -7,7 +7,8 @@ first experiment); comparisons take `base=` (default: the post's base arm, see
 home unless the claims-on-every-chip table is being filled); values and tables take
 `requests=` (a request label of a scripted workload: the figures of those requests only);
 values take `as_of=` (a day: a claim in a dated update section is judged on the data as
-of its own day, not the post's).
+of its own day, not the post's) and `data=` (measurement folders: pins the data judged,
+see home.py).
 """
 
 from __future__ import annotations
@@ -15,14 +16,20 @@ from __future__ import annotations
 from runner.publish import blocks, predicted_values, timelines
 from runner.publish import prediction_chart as prediction
 from runner.publish import traffic as traffic_choice
+from runner.publish.home import Pinned
 from runner.publish.postdata import PostData
 from runner.publish.templating import render_block
+
+
+def when(as_of, data):
+    """A value's as_of=, with its data= pin when given (PostData.cutoff reads both)."""
+    return as_of if data is None else Pinned(as_of, data)
 
 
 def post_api(datas: dict[str, PostData], default: str) -> dict:
     first = datas[default]
 
-    def data(experiment) -> PostData | None:
+    def data_of(experiment) -> PostData | None:
         if experiment is None or experiment in datas:
             return datas[default if experiment is None else experiment]
         first.fail(
@@ -31,7 +38,7 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
         return None
 
     def value(experiment, kind, read):
-        d = data(experiment)
+        d = data_of(experiment)
         if d is None:
             return first.measured(
                 None, None, None, 0, kind, f"a value of experiment {experiment!r}", "", set()
@@ -39,7 +46,7 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
         return read(d)
 
     def block(experiment, draw):
-        d = data(experiment)
+        d = data_of(experiment)
         return (
             first.token(render_block("block_error.html", message="block not drawn"), "")
             if d is None
@@ -58,25 +65,47 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
     def drafted_by_width_chart(experiment=None):
         return block(experiment, blocks.drafted_by_width_chart)
 
-    def metric(name, arm, concurrency, chip=None, experiment=None, requests=None, as_of=None):
-        return value(experiment, "value", lambda d: d.metric(name, arm, concurrency, chip, requests, as_of))
+    def metric(name, arm, concurrency, chip=None, experiment=None, requests=None, as_of=None, data=None):
+        return value(
+            experiment, "value", lambda d: d.metric(name, arm, concurrency, chip, requests, when(as_of, data))
+        )
 
-    def gain(metric, arm, base=None, concurrency=1, chip=None, experiment=None, requests=None, as_of=None):
+    def gain(
+        metric,
+        arm,
+        base=None,
+        concurrency=1,
+        chip=None,
+        experiment=None,
+        requests=None,
+        as_of=None,
+        data=None,
+    ):
         return value(
             experiment,
             "change",
-            lambda d: d.compare(metric, arm, base, concurrency, chip, "change", requests, as_of),
+            lambda d: d.compare(metric, arm, base, concurrency, chip, "change", requests, when(as_of, data)),
         )
 
-    def ratio(metric, arm, base=None, concurrency=1, chip=None, experiment=None, requests=None, as_of=None):
+    def ratio(
+        metric,
+        arm,
+        base=None,
+        concurrency=1,
+        chip=None,
+        experiment=None,
+        requests=None,
+        as_of=None,
+        data=None,
+    ):
         return value(
             experiment,
             "ratio",
-            lambda d: d.compare(metric, arm, base, concurrency, chip, "ratio", requests, as_of),
+            lambda d: d.compare(metric, arm, base, concurrency, chip, "ratio", requests, when(as_of, data)),
         )
 
     def headline_table(arm, base=None, metrics=("prefill_tps", "decode_tps"), experiments=None):
-        chosen = [data(e) for e in (experiments or list(datas))]
+        chosen = [data_of(e) for e in (experiments or list(datas))]
         chosen = [d for d in chosen if d is not None]
         return blocks.headline_table(chosen or [first], arm, base, list(metrics))
 
@@ -102,15 +131,21 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
     def traffic(profile, label="traffic", base=None, experiment=None):
         return block(experiment, lambda d: traffic_choice.traffic(d, profile, label, base))
 
-    def traffic_speed(profile, arm, chip=None, experiment=None, as_of=None):
-        return value(experiment, "value", lambda d: traffic_choice.speed(d, profile, arm, chip, as_of))
+    def traffic_speed(profile, arm, chip=None, experiment=None, as_of=None, data=None):
+        return value(
+            experiment, "value", lambda d: traffic_choice.speed(d, profile, arm, chip, when(as_of, data))
+        )
 
-    def traffic_gain(profile, arm, base=None, chip=None, experiment=None, as_of=None):
-        return value(experiment, "change", lambda d: traffic_choice.gain(d, profile, arm, base, chip, as_of))
+    def traffic_gain(profile, arm, base=None, chip=None, experiment=None, as_of=None, data=None):
+        return value(
+            experiment,
+            "change",
+            lambda d: traffic_choice.gain(d, profile, arm, base, chip, when(as_of, data)),
+        )
 
-    def traffic_best(profile, chip=None, experiment=None, as_of=None):
-        d = data(experiment)
-        return "" if d is None else traffic_choice.best_arm(d, profile, chip, as_of)
+    def traffic_best(profile, chip=None, experiment=None, as_of=None, data=None):
+        d = data_of(experiment)
+        return "" if d is None else traffic_choice.best_arm(d, profile, chip, when(as_of, data))
 
     return {
         "regime_table": regime_table,

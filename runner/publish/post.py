@@ -16,15 +16,15 @@ from __future__ import annotations
 import hashlib
 import re
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, time, timedelta
 from pathlib import Path
 
-from runner.publish import across, queries
+from runner.publish import across, machines, queries
 from runner.publish.api import post_api
 from runner.publish.claims import Verdict
 from runner.publish.frontmatter import declared, downloads_folder, experiments_of
-from runner.publish.home import Judging, match_chip, resolve_home
+from runner.publish.home import Judging, match_chip, post_cutoff, read_pin, resolve_home, unseen_by_home
 from runner.publish.notes import Note, as_day, declared_notes
 from runner.publish.postdata import Failure, PostData, PostState, chip_labels
 from runner.publish.provenance import Downloads
@@ -46,6 +46,8 @@ class RenderedPost:
     downloads: Downloads | None = None
     columns: list[across.Column] = field(default_factory=list)  # claims on every chip
     home_label: str = ""
+    home: Judging | None = None  # where the claims were judged (runner pin reads it)
+    claim_cells: set[tuple] = field(default_factory=set)  # (experiment, chip, arm, concurrency)
 
 
 def _render_body(body: str, datas: dict[str, PostData], default: str) -> str:
@@ -77,12 +79,17 @@ class _Post:
         self.quick: dict[str, bool] = {}
         self.chips = []
         self._later: dict[tuple, list[LaterRun]] = {}
+        self.home: Judging | None = None  # the judging of the post's own rendering
+        self.pin: tuple[str, ...] | None = None  # front matter data: (home.py)
 
     def later(self, experiment: str, quick: bool, since) -> list[LaterRun]:
-        """The experiment's complete runs started on or after `since` (read once a post)."""
+        """The experiment's complete runs started on or after `since`, and the home chip's
+        runs its judged data passed over (a re-measurement the same day; read once a post)."""
         key = (experiment, quick, since)
         if key not in self._later:
-            self._later[key] = self.reader.remeasured(experiment, quick, since)
+            self._later[key] = unseen_by_home(
+                self.reader, experiment, quick, self.home
+            ) + self.reader.remeasured(experiment, quick, since)
         return self._later[key]
 
     def datas(self, state: PostState, judging: Judging) -> dict[str, PostData]:
@@ -122,7 +129,11 @@ def _judging(post: _Post, as_of: datetime | None, judge_chip: str | None) -> Jud
         )
     then = tuple(
         sorted(
-            {c for e, q in post.quick.items() for c in post.views.get(e, q, as_of).chip_ids},
+            {
+                c
+                for e, q in post.quick.items()
+                for c in post.views.get(e, q, post_cutoff(as_of, post.pin)).chip_ids
+            },
             key=lambda c: list(now).index(c),
         )
     )
@@ -161,7 +172,11 @@ def render_post(
             return out
         day = as_day(meta.get("date"))
         as_of = datetime.combine(day + timedelta(days=1), time()) if day else None
+        if judge_chip is None:  # a data: pin also names the home chip: its folders' chip
+            post.pin, problem = read_pin(meta, reader, list(post.quick))
+            out.failures += [Failure(key, 1, problem)] if problem else []
         judging = _judging(post, as_of, judge_chip)
+        post.home = judging = replace(judging, data=post.pin) if post.pin else judging
         # Body: the sandboxed body over each experiment's data, claims judged at home.
         rendered, state, datas = _body(post, judging)
         out.failures += _regime_gaps(key, datas)
@@ -181,6 +196,7 @@ def render_post(
         out.failures += state.failures
         out.verdicts, out.notes = state.verdicts, notes
         out.home_label = _home_text(post, judging)
+        out.home, out.claim_cells = judging, set(state.claim_cells)
     return out
 
 
@@ -242,6 +258,7 @@ def _provenance(post: _Post, datas: dict[str, PostData], links: list[tuple[str, 
             labels=datas[e].chip_names,
             aa=datas[e].aa_coverage(),
             aa_arm=datas[e].aa_arm,
+            machines=machines.provenance_lines(post.reader, e, q, datas[e].chip_names),
             downloads=mine,
         )
         blocks.append(str(first.token(html, "")))
@@ -295,6 +312,13 @@ def _columns(post: _Post, judging: Judging, as_of, home: list[Verdict]) -> list[
         if cid == judging.chip_id and not later_on_home:
             continue
         label = f"{labels[cid]} (newest)" if cid == judging.chip_id else labels[cid]
+        later = (
+            [r[0] for e, q in post.quick.items() for r in post.later(e, q, as_of) if r[1] == cid]
+            if as_of
+            else []
+        )
+        machine = machines.column_note(post.reader, post.quick, judging, cid, later)
+        label += f" ({machine})" if machine else ""
         _, state, _ = post.render(Judging(cid, None, label, every_value=True), "ALT")
         cols.append(across.Column(label, cid, {v.number: v for v in state.verdicts}))
     return cols
@@ -309,6 +333,7 @@ def _later_notes(post: _Post, datas, judging, as_of, home, columns) -> list[Note
     for e, q in post.quick.items():
         runs = post.later(e, q, as_of)
         out += across.later_notes(e, runs, labels, judging.chip_id, home, by_chip)
+        out += machines.probe_notes(post.reader, e, q, runs, judging, labels)
     return out
 
 

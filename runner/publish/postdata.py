@@ -15,13 +15,22 @@ from __future__ import annotations
 import posixpath
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, time, timedelta
+from datetime import datetime, timedelta
 
 from markupsafe import Markup
 
 from runner.publish import aa
 from runner.publish.claims import Measured, Verdict, claim_link, judge
-from runner.publish.home import Judging, match_chip
+from runner.publish.home import (
+    Cutoff,
+    Judging,
+    Pinned,
+    day_cutoff,
+    match_chip,
+    pinned_folders,
+    post_cutoff,
+    unknown_folders,
+)
 from runner.publish.metrics import METRICS, PER_PASS, unknown_metric_message
 from runner.publish.notes import as_day
 from runner.publish.regimes import Regimes, check_regimes
@@ -232,6 +241,7 @@ class PostData:
 
     def label_of(self, chip_id: str | None, chip: str | None, cutoff: datetime | None = None) -> str:
         label = self.chip_names.get(chip_id, chip)
+        cutoff = cutoff.at if isinstance(cutoff, Cutoff) else cutoff
         if cutoff is not None:
             return f"{label} (data as of {(cutoff - timedelta(days=1)):%Y-%m-%d})"
         return str(label)
@@ -242,13 +252,21 @@ class PostData:
         The claims-on-every-chip table reads every value off the newest data."""
         if self.judging.every_value:
             return None
+        pin = None
+        if isinstance(as_of, Pinned):  # data= beside as_of=
+            as_of, (pin, problem) = as_of.as_of, pinned_folders(as_of.data, "data=")
+            problem = problem or (
+                pin and unknown_folders(pin, self.reader.measurement_folders(self.experiment))
+            )
+            if problem:
+                self.fail(problem.replace("front matter field 'data='", "data="))
         if as_of is None:
-            return self.judging.as_of
+            return self.judging.cutoff() if pin is None else post_cutoff(self.judging.as_of, pin)
         day = as_day(as_of)
         if day is None:
             self.fail(f"as_of= names a day (YYYY-MM-DD), got {as_of!r}")
-            return self.judging.as_of
-        return datetime.combine(day + timedelta(days=1), time())
+            return self.judging.cutoff()
+        return day_cutoff(day, pin)
 
     # -- values -------------------------------------------------------------
     def view(self, requests: str | None, now: bool = False, cutoff: datetime | None = None):

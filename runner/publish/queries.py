@@ -19,6 +19,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from runner.publish.home import Cutoff
 from runner.publish.metrics import METRICS
 from runner.publish.rows import (
     ArmRuntime,
@@ -40,13 +41,19 @@ from runner.publish.sql import (
     CELLS_SQL,
     CHIP_ARM_RUNTIMES_SQL,
     CHIPS_SQL,
+    CHOSEN_RUNS,
     DECLARATION_CELLS_SQL,
     DECODE_LOAD_SQL,
     DRAFTED_BY_WIDTH_RUNS_SQL,
+    FOLDERS_OF_CHIPS_SQL,
     GAP_VALUES_SQL,
     LAYOUT_SQL,
     LOAD_SQL,
+    MEASUREMENT_FOLDERS_SQL,
     PASS_ROWS_SQL,
+    PROBE_OF_RUNS_SQL,
+    PROBE_OF_VIEW_SQL,
+    PROBES_BY_CHIP_SQL,
     PROVENANCE_SQL,
     RAW_SQL,
     REMEASURED_SQL,
@@ -55,6 +62,8 @@ from runner.publish.sql import (
     RUN_SUMMARY_SQL,
     RUN_VALUES_SQL,
     TIMELINE_SQL,
+    UNSEEN_SQL,
+    picked,
 )
 from runner.store.migrations import SCHEMA_VERSION
 
@@ -177,10 +186,11 @@ class Reader:
     ) -> dict[tuple, dict[str, float | None]]:
         """(chip, arm, concurrency, round) -> {metric: the run's value}; with `label`,
         the request figures of the requests so labelled only."""
-        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": label}
+        sql, p = judged(
+            RUN_VALUES_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of, "label": label}
+        )
         return {
-            RunKey(c, a, int(k), int(r)): dict(zip(METRICS, vals))
-            for c, a, k, r, *vals in self._rows(RUN_VALUES_SQL, p)
+            RunKey(c, a, int(k), int(r)): dict(zip(METRICS, vals)) for c, a, k, r, *vals in self._rows(sql, p)
         }
 
     def _blocks(self, sql: str, params: dict) -> list[tuple[RunKey, dict]]:
@@ -211,14 +221,15 @@ class Reader:
         arrays, for the bootstrap (`intervals.py`): one value a request, and every
         inter-token gap ("itl_ms", the ids repeat) with each request's longest ("stall_ms")."""
         p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": label}
+        (request_sql, p), (gap_sql, _) = judged(REQUEST_VALUES_SQL, p), judged(GAP_VALUES_SQL, p)
         out: dict[RunKey, dict] = {}
-        for k, cols in self._blocks(REQUEST_VALUES_SQL, p):
+        for k, cols in self._blocks(request_sql, p):
             ids = cols["request_id"].astype(np.int64)
             out[k] = {
                 c: (ids, np.asarray(cols[c], dtype=float))
                 for c in ("prefill_tps", "decode_tps", "ttft_ms", "tpot_ms")
             }
-        for k, cols in self._blocks(GAP_VALUES_SQL, p):
+        for k, cols in self._blocks(gap_sql, p):
             ids, gaps = cols["request_id"].astype(np.int64), np.asarray(cols["gap_ms"], dtype=float)
             firsts = np.concatenate([[0], np.nonzero(ids[1:] != ids[:-1])[0] + 1])
             run = out.setdefault(k, {})
@@ -339,3 +350,63 @@ class Reader:
         p = {"experiment": experiment, "quick": quick, "as_of": None}
         used = lambda sql: {k: v for k, v in p.items() if f"${k}" in sql}  # noqa: E731
         return {name: self.con.sql(sql, params=used(sql)).to_arrow_table() for name, sql in RAW_SQL.items()}
+
+    # -- judging views (runner.publish.home.Cutoff) ----------------------------
+    def unseen(self, experiment: str, quick: bool, cut: Cutoff, chip: str) -> list[LaterRun]:
+        """The chip's runs the judging view passed over (REMEASURED_SQL's shape)."""
+        sql, p = judged(
+            "WITH " + CHOSEN_RUNS + UNSEEN_SQL, {"experiment": experiment, "quick": quick, "as_of": cut}
+        )
+        return [
+            LaterRun(run_id, c, arm, int(k), int(r), day, code)
+            for run_id, c, arm, k, r, day, code in self._rows(sql, {**p, "chip": chip})
+        ]
+
+    def folders_of_chips(self, experiment: str, quick: bool, cut: Cutoff, chips: set[str]) -> list[str]:
+        """The measurement folders of the view's runs on the given chips."""
+        p = {"experiment": experiment, "quick": quick, "as_of": cut}
+        sql, p = judged("WITH " + CHOSEN_RUNS + FOLDERS_OF_CHIPS_SQL, p)
+        return [r[0] for r in self._rows(sql, {**p, "chips": sorted(chips)})]
+
+    # -- the machine probe (runner.publish.machines) ----------------------------
+    def probe_of_runs(self, run_ids: list[str]) -> tuple | None:
+        """(prefill GFLOP/s, decode GFLOP/s, read GB/s) medians of the runs; None: unprobed."""
+        row = self._rows(PROBE_OF_RUNS_SQL, {"run_ids": sorted(run_ids)})[0]
+        return None if row[0] is None else tuple(row)
+
+    def probe_of_view(self, experiment: str, quick: bool, cut: Cutoff | None, chip: str) -> tuple | None:
+        """The same medians over a view's runs on one chip (cut None: the newest)."""
+        p = {"experiment": experiment, "quick": quick, "as_of": cut}
+        sql, p = judged("WITH " + CHOSEN_RUNS + PROBE_OF_VIEW_SQL, p)
+        row = self._rows(sql, {**p, "chip": chip})[0]
+        return None if row[0] is None else tuple(row)
+
+    def probes_by_chip(self, experiment: str, quick: bool) -> list[tuple]:
+        """(chip, prefill, decode, read, runs, first day) per chip and probe, newest data."""
+        p = {"experiment": experiment, "quick": quick, "as_of": None}
+        return self._rows("WITH " + CHOSEN_RUNS + PROBES_BY_CHIP_SQL, p)
+
+    def measurement_folders(self, experiment: str) -> list[str] | None:
+        """The folders the experiment's runs were loaded from (None: not loaded from folders)."""
+        has = self._rows(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'measurement_runs' "
+            "AND column_name = 'folder'",
+            {},
+        )[0][0]
+        return (
+            [r[0] for r in self._rows(MEASUREMENT_FOLDERS_SQL, {"experiment": experiment})] if has else None
+        )
+
+
+def judged(sql: str, params: dict) -> tuple[str, dict]:
+    """A page query and its parameters over a judging view's runs when `as_of` is a
+    Cutoff (home.py), unchanged otherwise."""
+    cut = params.get("as_of")
+    if not isinstance(cut, Cutoff):
+        return sql, params
+    return picked(sql, cut.data is not None), {
+        **params,
+        "as_of": cut.at,
+        "first_from": cut.first_from,
+        "data": list(cut.data or ()),
+    }

@@ -15,8 +15,10 @@ The database is a cache of that folder set. `sync_database` rebuilds it from scr
 complete) whenever the set of folder names and file sha256s differs from the manifest
 stored in it, so its contents depend only on the files, never on history or load
 order. Complete runs the old file holds that came from no folder (a run whose folder
-could not be written, a database from before this layout) are first written to new
-folders of their own, so a rebuild never loses a measurement. Without a `measurements/`
+could not be written, a cell a kill caught between its commit and its folder, a database
+from before this layout) are first written to new folders of their own, even when the
+folder set is unchanged, so a load never loses a measurement. While a run goes on, each
+finished cell has a folder of its own (cell_folders.py). Without a `measurements/`
 folder the database is left as it is. This module does not measure or render anything.
 """
 
@@ -28,6 +30,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -35,12 +38,21 @@ import pyarrow.parquet as pq
 from .exchange import REQUIRED_TABLES, TABLES, export_runs, import_tables
 from .store import Store, StoreError, StoreLocked
 
+
+class FoldsCells(Protocol):
+    """What a run's cell folders (cell_folders.CellFolders) offer once the run's folder is
+    written: dropping the cell folders it now holds."""
+
+    def fold(self, run_ids: set[str], keep: list[Path]) -> int: ...
+
+
 FOLDER = "measurements"
 # The manifest a rebuilt database carries: which files it was loaded from, and which runs
-# came from them (runs added later by `runner run` are the ones a rebuild must rescue).
+# came from which folder (runs added later by `runner run` are the ones a rebuild must
+# rescue; a post's `data:` pin names folders, runner.publish.home).
 MANIFEST_DDL = (
     "CREATE TABLE measurement_files (folder VARCHAR NOT NULL, file VARCHAR NOT NULL, "
-    "sha256 VARCHAR NOT NULL); CREATE TABLE measurement_runs (run_id VARCHAR NOT NULL);"
+    "sha256 VARCHAR NOT NULL); CREATE TABLE measurement_runs (run_id VARCHAR NOT NULL, folder VARCHAR);"
 )
 
 Manifest = tuple[tuple[str, str, str], ...]  # sorted (folder name, file name, sha256)
@@ -128,9 +140,12 @@ def complete_run_ids(db: str | os.PathLike) -> set[str]:
         return {r[0] for r in st.con.execute("SELECT run_id FROM runs WHERE status = 'complete'").fetchall()}
 
 
-def save_new_runs(db: str | os.PathLike, before: set[str]) -> list[tuple[Path, int]]:
+def save_new_runs(
+    db: str | os.PathLike, before: set[str], cells: FoldsCells | None = None
+) -> list[tuple[Path, int]]:
     """Write the database's complete runs that are not in `before` to new measurement
-    folders; returns (folder, runs) for each (none when nothing completed)."""
+    folders, then remove the cell folders (`cells`) written for them as each finished;
+    returns (folder, runs) for each (none when nothing completed)."""
     with Store.open(db) as st:
         now = {r[0] for r in st.con.execute("SELECT run_id FROM runs WHERE status = 'complete'").fetchall()}
         new = now - before
@@ -138,6 +153,8 @@ def save_new_runs(db: str | os.PathLike, before: set[str]) -> list[tuple[Path, i
         if new:
             root.mkdir(parents=True, exist_ok=True)
         folders = write_runs(st, new, root)
+        if cells is not None:
+            cells.fold(new, keep=folders)
         return [(f, pq.read_metadata(f / "runs.parquet").num_rows) for f in folders]
 
 
@@ -185,6 +202,12 @@ def _stored_manifest(st: Store) -> tuple[Manifest | None, set[str]]:
     files = tuple(
         st.con.execute("SELECT folder, file, sha256 FROM measurement_files ORDER BY ALL").fetchall()
     )
+    by_folder = st._one(
+        "SELECT count(*) FROM information_schema.columns "
+        "WHERE table_name = 'measurement_runs' AND column_name = 'folder'"
+    )[0]
+    if not by_folder:  # loaded before runs were recorded by folder: rebuild once
+        files = None
     return files, {r[0] for r in st.con.execute("SELECT run_id FROM measurement_runs").fetchall()}
 
 
@@ -200,7 +223,14 @@ def load_folders(folders: list[Path], db: Path, files: Manifest) -> int:
                 import_tables(st, t, str(folder))
             st.con.execute(MANIFEST_DDL)
             st.con.executemany("INSERT INTO measurement_files VALUES (?, ?, ?)", [list(r) for r in files])
-            st.con.execute("INSERT INTO measurement_runs SELECT run_id FROM runs")
+            st.con.executemany(
+                "INSERT INTO measurement_runs VALUES (?, ?)",
+                [
+                    [r, folder.name]
+                    for folder, t in tables.items()
+                    for r in t["runs"].column("run_id").to_pylist()
+                ],
+            )
             runs = st._one("SELECT count(*) FROM runs")[0]
             st.con.execute("CHECKPOINT")
         Path(f"{db}.wal").unlink(missing_ok=True)  # the old file's log must not replay onto the new one
@@ -235,23 +265,18 @@ def sync_database(db: str | os.PathLike, root: Path | None = None) -> LoadResult
         if old is not None:
             with old:
                 stored, loaded = _stored_manifest(old)
-                if stored == files:
+                complete = {
+                    r[0]
+                    for r in old.con.execute("SELECT run_id FROM runs WHERE status = 'complete'").fetchall()
+                }
+                if stored == files and not complete - loaded:
                     return LoadResult(db, root, len(measurement_folders(root)), 0, rebuilt=False)
                 in_folders = {
                     r
                     for f in measurement_folders(root)
                     for r in _read(f / "runs.parquet", ["run_id"]).column("run_id").to_pylist()
                 }
-                orphans = (
-                    {
-                        r[0]
-                        for r in old.con.execute(
-                            "SELECT run_id FROM runs WHERE status = 'complete'"
-                        ).fetchall()
-                    }
-                    - loaded
-                    - in_folders
-                )
+                orphans = complete - loaded - in_folders
                 rescued = write_runs(old, orphans, root)
             if rescued:
                 files = manifest(root)

@@ -47,6 +47,14 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE runs ADD COLUMN slo_ttft_ms DOUBLE;
     ALTER TABLE runs ADD COLUMN slo_tpot_ms DOUBLE;
     """,
+    # The machine probe (runner/experiments/probe.py, issue 22), taken once per `runner run`
+    # before its first cell and stored with each of its runs: what a chip fingerprint cannot
+    # tell apart. Nullable: older runs, and runs made without a probe.
+    5: """
+    ALTER TABLE runs ADD COLUMN probe_prefill_gflops DOUBLE;  -- a prefill-sized matmul
+    ALTER TABLE runs ADD COLUMN probe_decode_gflops DOUBLE;   -- decode-sized small-row products
+    ALTER TABLE runs ADD COLUMN probe_read_gbps DOUBLE;       -- a memory read
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 # Columns later migrations added, with their Arrow types: rows exported before a migration
@@ -60,6 +68,9 @@ ADDED_COLUMNS: dict[str, dict[str, pa.DataType]] = {
         "runtime": pa.string(),
         "slo_ttft_ms": pa.float64(),
         "slo_tpot_ms": pa.float64(),
+        "probe_prefill_gflops": pa.float64(),
+        "probe_decode_gflops": pa.float64(),
+        "probe_read_gbps": pa.float64(),
     },
     "requests": {"label": pa.string()},
 }

@@ -5,7 +5,7 @@
   passes.
 - Append-only: a re-measurement adds runs; nothing changes in place except what a run's
   finish records (its status, finish time and the machine-load figures taken over its
-  cell).
+  cell) and, while it runs, its machine probe (`record_probe`).
 - Rows go in as Arrow tables, never one `executemany` row at a time.
 - It reads no data for pages (that is `runner.publish.queries`) and knows nothing about
   the engine or experiments beyond the column names.
@@ -31,6 +31,7 @@ from .cell import CellRecord
 from .migrations import ADDED_COLUMNS, MIGRATIONS, SCHEMA_VERSION  # noqa: F401  (the API)
 
 LOAD_COLUMNS = ("loadavg_start", "loadavg_end", "steal_fraction", "busy_fraction_other")
+PROBE_COLUMNS = ("probe_prefill_gflops", "probe_decode_gflops", "probe_read_gbps")
 
 CHIP_COLUMNS = ("name", "device", "cores", "memory_bytes", "os", "mlx_version")
 REQUEST_SCHEMA = pa.schema(
@@ -338,6 +339,21 @@ class Store:
             f"UPDATE runs SET status = ?, finished_at = ?{sets} WHERE run_id = ?",
             [status, _utc_naive(finished_at), *load.values(), run_id],
         )
+
+    def record_probe(self, run_id: str, probe: dict[str, float | None]) -> None:
+        """A running run's machine probe (PROBE_COLUMNS; runner/experiments/probe.py)."""
+        unknown = sorted(set(probe) - set(PROBE_COLUMNS))
+        if unknown:
+            raise StoreError(f"record_probe: unknown probe columns {unknown} (known: {list(PROBE_COLUMNS)})")
+        bad = {k: v for k, v in probe.items() if v is not None and not _positive(v)}
+        if bad:
+            raise StoreError(
+                f"record_probe: probe figures must be positive finite numbers or None, got {bad}"
+            )
+        self._require_running(run_id, "record_probe")
+        sets = ", ".join(f"{k} = ?" for k in probe)
+        if sets:
+            self.con.execute(f"UPDATE runs SET {sets} WHERE run_id = ?", [*probe.values(), run_id])
 
     def fail_stale_runs(self) -> int:
         """Mark runs left 'running' by a killed process as failed (we hold the lock, so no

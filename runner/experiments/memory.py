@@ -1,0 +1,72 @@
+"""Bounding a run's memory, between cells and never inside a cell's clock.
+
+- What the runner holds (measured over spec-decode-batching-deep, see the report of issue
+  22): Python-side buffers do not grow (a cell's pass and request events are written and
+  dropped when it ends); what is large is one engine per arm, each with its weights, KV
+  pool and the compiled graphs its warm-up traced, all kept for the whole run because the
+  arms interleave; and MLX's buffer cache, which by default may grow to the machine's
+  memory.
+- MLX's buffer cache is capped at CACHE_LIMIT_BYTES for the run, and emptied when an
+  engine goes.
+- A resident-memory budget (BOTHROWS_RUN_MEMORY_MB; default half the machine's memory):
+  when the runner's resident memory after a cell exceeds it, the engines of the arms other
+  than the next cell's are released; each starts again, warmed up outside any clock, before
+  its next cell. Slower, never wrong: a cell's figures do not depend on how often its
+  engine was started.
+This module reads and frees memory; execute.py decides when.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+
+CACHE_LIMIT_BYTES = 256 << 20
+BUDGET_ENV = "BOTHROWS_RUN_MEMORY_MB"
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory (None where /proc is not there)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def budget_bytes(explicit_mb: float | None = None) -> int | None:
+    """The resident-memory budget: explicit, else BOTHROWS_RUN_MEMORY_MB, else half the
+    machine's memory (None: unknown, no budget). A bad setting raises ValueError naming it."""
+    if explicit_mb is None and os.environ.get(BUDGET_ENV):
+        try:
+            explicit_mb = float(os.environ[BUDGET_ENV])
+        except ValueError:
+            raise ValueError(f"{BUDGET_ENV} must be a number of MB, got {os.environ[BUDGET_ENV]!r}") from None
+    if explicit_mb is not None:
+        if explicit_mb <= 0:
+            raise ValueError(f"{BUDGET_ENV} must be a positive number of MB, got {explicit_mb!r}")
+        return int(explicit_mb * (1 << 20))
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (OSError, ValueError):
+        return None
+
+
+def cap_cache() -> None:
+    import mlx.core as mx
+
+    mx.set_cache_limit(CACHE_LIMIT_BYTES)
+
+
+def release() -> None:
+    """Return what dropped engines held: collect their objects, empty MLX's cache."""
+    import mlx.core as mx
+
+    gc.collect()
+    mx.clear_cache()
+
+
+def over(budget: int | None) -> int | None:
+    """The resident bytes when over the budget, else None."""
+    rss = resident_bytes()
+    return rss if budget is not None and rss is not None and rss > budget else None
