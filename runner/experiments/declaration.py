@@ -20,7 +20,8 @@ from runner.engine.checkpoint import resolve_checkpoint
 from runner.runtimes import knobs as runtime_knobs
 from runner.runtimes.knobs import DEFAULT_RUNTIME
 
-from .validate import DEFAULT_MIN_CELL_SECONDS, DEFAULT_MIN_CELL_TOKENS, check
+from .validate import DEFAULT_MIN_CELL_TOKENS, check
+from .validate_workload import DEFAULT_MIN_CELL_SECONDS
 
 AA_SUFFIX = "-aa"  # `--aa ARM`: experiment NAME-aa, arms ARM and ARM-aa
 
