@@ -242,3 +242,21 @@ def test_draft_tokens_and_drafter_knobs_are_checked(checkpoints, tmp_path):
     ):
         Engine.check_knobs(bare, mtp=True, drafter="block")
     assert Engine.check_knobs(bare, mtp=True, draft_tokens=16).draft_tokens == 16
+
+
+def test_a_block_drafter_missing_from_the_checkpoint_is_a_declaration_error(checkpoints, tmp_path):
+    from runner.experiments.declaration import DeclarationError, load
+
+    path = tmp_path / "block.toml"
+    path.write_text(
+        f'title = "t"\nmodel = "{checkpoints["base"]}"\nseed = 7\nrounds = 2\nconcurrency = [1, 2]\n'
+        '[workload]\nprompts = "heldout"\nrequests_per_client = 2\n'
+        "prompt_tokens = [8, 16]\nmax_new_tokens = 8\n"
+        "[engine]\nmax_batch_size = 2\n"
+        '[arms.off]\nmtp = false\n[arms.block-8]\nmtp = true\ndrafter = "block"\ndraft_tokens = 8\n'
+    )
+    with pytest.raises(DeclarationError) as err:
+        load(path)
+    [issue] = err.value.issues
+    assert issue.key == "arms.block-8.drafter" and issue.file == str(path)
+    assert f"{checkpoints['base']} has no block drafter ({BLOCK_DRAFTER_FILE})" in str(err.value)
