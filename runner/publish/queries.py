@@ -264,20 +264,25 @@ class Reader:
             runs.drafted.append(int(d))
         return out
 
-    def pass_runs(self, experiment: str, quick: bool, as_of: datetime | None = None) -> list[RunPasses]:
+    def pass_runs(
+        self, experiment: str, quick: bool, as_of: datetime | Cutoff | None = None
+    ) -> list[RunPasses]:
         """Every chosen run that has per-pass rows, its passes as arrays."""
-        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": None}
+        sql, p = judged(
+            PASS_ROWS_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of, "label": None}
+        )
         fields = RunPasses._fields[4:]
         return [
             RunPasses(*key, *(np.asarray(cols[f], dtype=float) for f in fields))
-            for key, cols in self._blocks(PASS_ROWS_SQL, p)
+            for key, cols in self._blocks(sql, p)
         ]
 
-    def decode_loads(self, experiment: str, quick: bool, as_of: datetime | None = None) -> list[DecodeLoad]:
-        p = {"experiment": experiment, "quick": quick, "as_of": as_of}
+    def decode_loads(
+        self, experiment: str, quick: bool, as_of: datetime | Cutoff | None = None
+    ) -> list[DecodeLoad]:
+        sql, p = judged(DECODE_LOAD_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of})
         return [
-            DecodeLoad(c, a, int(k), int(r), int(n), float(pf))
-            for c, a, k, r, n, pf in self._rows(DECODE_LOAD_SQL, p)
+            DecodeLoad(c, a, int(k), int(r), int(n), float(pf)) for c, a, k, r, n, pf in self._rows(sql, p)
         ]
 
     def chip_arm_runtimes(self, experiment: str, quick: bool) -> dict[tuple[str, str], str]:
