@@ -21,7 +21,8 @@ from runner.engine.checkpoint import resolve_checkpoint
 from runner.runtimes import knobs as runtime_knobs
 from runner.runtimes.knobs import DEFAULT_RUNTIME, RUNTIMES
 
-from .validate_workload import (
+from .validate_workload import (  # the two defaults are declaration.py's, through here
+    DEFAULT_MIN_CELL_SECONDS,  # noqa: F401
     DEFAULT_MIN_CELL_TOKENS,  # noqa: F401
     check_context,
     check_workload,
