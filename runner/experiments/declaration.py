@@ -69,6 +69,7 @@ class Workload:
     script: tuple[ScriptEntry, ...] = ()
     slo_ttft_ms: float | None = None  # the declared service-level objective, stored per run
     slo_tpot_ms: float | None = None
+    allow_short: bool = False  # claims may stand on cells with requests shorter than asked
 
     @property
     def max_context(self) -> int:
@@ -183,6 +184,8 @@ def _workload_toml(w: Workload) -> list[str]:
         "arrivals = "
         + (f'{{ process = "poisson", rate = {w.rate!r} }}' if w.arrivals == "poisson" else _toml(w.arrivals))
     )
+    if w.allow_short:
+        lines.append("allow_short = true")
     slo = [(k, getattr(w, f"slo_{k}")) for k in ("ttft_ms", "tpot_ms")]
     if any(v is not None for _, v in slo):
         lines += ["", "[workload.slo]"] + [f"{k} = {v!r}" for k, v in slo if v is not None]

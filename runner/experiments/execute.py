@@ -99,7 +99,7 @@ def run_cell(
                 tokens += ev.output_tokens
                 if needs_more(w, sent[client], now - t0, tokens):
                     submit(client)
-                rows.add(ev, request_id, client)
+                rows.add(ev, request_id, client, asked_tokens=w.max_new_tokens)
                 if progress:
                     progress.update(len(rows.requests), tokens)
     finally:
@@ -216,6 +216,8 @@ def _cell(
         runtime=exp.runtime(cell.arm),
         slo_ttft_ms=exp.workload.slo_ttft_ms,
         slo_tpot_ms=exp.workload.slo_tpot_ms,
+        runtime_version=runtime.runtime_version if isinstance(runtime, Runtime) else None,
+        server_version=runtime.server_version() if isinstance(runtime, Runtime) else None,
         **run,
     )
     w = exp.workload

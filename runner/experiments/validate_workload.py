@@ -34,6 +34,7 @@ WORKLOAD_KEYS = (
     "arrivals",
     "script",
     "slo",
+    "allow_short",
 )
 ARRIVALS = ("closed", "poisson", "script")
 POISSON_KEYS = ("process", "rate")
@@ -85,6 +86,7 @@ def check_workload(c, table: dict | None, concurrency: list[int] | None) -> dict
         ),
         "arrivals": form or "closed",
         "rate": rate,
+        "allow_short": _allow_short(c, table, p),
     }
     w.update(_slo(c, table, p))
     scripted = form == "script"
@@ -288,3 +290,13 @@ def check_context(c, w: dict, checkpoint: Path | None) -> None:
                 f"the longest prompt ({high}) + max_new_tokens ({new}) "
                 f"exceeds the model's max_position_embeddings ({limit})",
             )
+
+
+def _allow_short(c, table: dict, p: str) -> bool:
+    """allow_short = true: claims may stand on cells whose requests came back shorter than
+    asked (a runtime that stops at end-of-sequence); by default such claims fail."""
+    v = table.get("allow_short", False)
+    if not isinstance(v, bool):
+        c.bad(p + "allow_short", f"expected true or false, got {v!r}")
+        return False
+    return v

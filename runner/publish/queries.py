@@ -38,6 +38,7 @@ from runner.publish.sql import (
     ROUND_VALUES_SQL,
     RUN_SUMMARY_SQL,
     RUN_VALUES_SQL,
+    SHORT_CELLS_SQL,
     TIMELINE_SQL,
 )
 from runner.store.migrations import SCHEMA_VERSION
@@ -59,6 +60,14 @@ class CellStat:
     lo: float
     hi: float
     n_rounds: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShortCount:
+    """Requests of one cell (over its rounds) that came back shorter than asked, of all."""
+
+    short: int
+    requests: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +278,24 @@ class Reader:
             return set()
         p = {"experiment": experiment, "quick": quick, "as_of": None, **BUSY}
         return {(c, a, int(k)) for c, a, k in self._rows(BUSY_CELLS_SQL, p)}
+
+    def short_cells(
+        self, experiment: str, quick: bool, as_of: datetime | None = None
+    ) -> dict[tuple[str, str, int], ShortCount]:
+        """(chip_id, arm, concurrency) -> its short requests, for the cells that have any
+        (none for databases from before requests.asked_tokens)."""
+        cols = {
+            r[0]
+            for r in self.con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'requests'"
+            ).fetchall()
+        }
+        if "asked_tokens" not in cols:
+            return {}
+        p = {"experiment": experiment, "quick": quick, "as_of": as_of}
+        return {
+            (c, a, int(k)): ShortCount(int(s), int(n)) for c, a, k, s, n in self._rows(SHORT_CELLS_SQL, p)
+        }
 
     def arm_runtimes(self, experiment: str, quick: bool) -> dict[str, tuple[str, bool]]:
         """arm -> (its runtime, whether its runs have per-pass rows)."""

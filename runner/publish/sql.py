@@ -262,6 +262,19 @@ ORDER BY 1, 2, 3"""
 # by more than one run's own threads could explain, or another tenant took CPU time.
 BUSY = {"busy_load_margin": 1.0, "busy_steal": 0.05, "busy_other": 0.25}
 
+# Cells holding requests that came back with fewer output tokens than they were asked
+# for (requests.asked_tokens, from schema version 6; NULL before it: not counted).
+SHORT_CELLS_SQL = (
+    "WITH "
+    + CHOSEN_RUNS
+    + """
+SELECT c.chip_id, c.arm, c.concurrency,
+       count(*) FILTER (WHERE q.output_tokens < q.asked_tokens) AS short, count(*) AS requests
+FROM requests q JOIN chosen c ON q.run_id = c.run_id
+GROUP BY ALL HAVING count(*) FILTER (WHERE q.output_tokens < q.asked_tokens) > 0
+ORDER BY 1, 2, 3"""
+)
+
 # What `make report` needs to decide whether to measure: cells of one declaration's
 # complete full runs by chip, and the experiment's run count and newest finish.
 DECLARATION_CELLS_SQL = """

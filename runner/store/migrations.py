@@ -47,6 +47,16 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE runs ADD COLUMN slo_ttft_ms DOUBLE;
     ALTER TABLE runs ADD COLUMN slo_tpot_ms DOUBLE;
     """,
+    # Fair lengths and runtime versions (issue 28): how many output tokens each request was
+    # asked for (a request with fewer came back short: NULL for requests from before this
+    # column, whose count was not kept), and the runtime's version as it ran the run (the
+    # package it runs on, e.g. "mlx-lm 0.32.2"; NULL for our engine, whose version is
+    # code_version) and the version a server reported (NULL: not reported or no server).
+    6: """
+    ALTER TABLE requests ADD COLUMN asked_tokens INTEGER;
+    ALTER TABLE runs ADD COLUMN runtime_version VARCHAR;
+    ALTER TABLE runs ADD COLUMN server_version VARCHAR;
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 # Columns later migrations added, with their Arrow types: rows exported before a migration
@@ -60,6 +70,8 @@ ADDED_COLUMNS: dict[str, dict[str, pa.DataType]] = {
         "runtime": pa.string(),
         "slo_ttft_ms": pa.float64(),
         "slo_tpot_ms": pa.float64(),
+        "runtime_version": pa.string(),
+        "server_version": pa.string(),
     },
-    "requests": {"label": pa.string()},
+    "requests": {"label": pa.string(), "asked_tokens": pa.int32()},
 }
