@@ -68,6 +68,18 @@ def _cells_text(runs: list[tuple]) -> str:
     )
 
 
+def _versions_text(runs: list[tuple], ran: tuple[str, ...]) -> str:
+    if not ran:
+        return ""
+    arms = {}
+    for r in runs:
+        if len(r) > 7 and r[7]:
+            arms.setdefault(r[7], set()).add(r[2])
+    return " with " + "; ".join(
+        f"{v} (arm{'s' if len(arms[v]) > 1 else ''} {', '.join(sorted(arms[v]))})" for v in ran
+    )
+
+
 def later_notes(
     experiment: str,
     runs: list[tuple],
@@ -76,17 +88,24 @@ def later_notes(
     home: list[Verdict],
     columns: dict[str, Column],
 ) -> list[Note]:
-    """runs: (run_id, chip_id, arm, concurrency, round, day, code_version) after the post's
-    date. One note per (chip, code version); columns: chip id -> its newest-data view."""
-    groups: dict[tuple[str, str], list[tuple]] = {}
+    """runs: (run_id, chip_id, arm, concurrency, round, day, code_version[, runtime
+    versions]) after the post's date. One note per (chip, code version, runtime versions),
+    the runtime versions being those of the runs of that chip and code version on that
+    day (another mlx-lm makes another note, as another code version does); columns: chip
+    id -> its newest-data view."""
+    versions: dict[tuple, set[str]] = {}
     for r in runs:
-        groups.setdefault((r[1], r[6]), []).append(r)
+        if len(r) > 7 and r[7]:
+            versions.setdefault((r[1], r[6], r[5]), set()).add(r[7])
+    groups: dict[tuple, list[tuple]] = {}
+    for r in runs:
+        groups.setdefault((r[1], r[6], tuple(sorted(versions.get((r[1], r[6], r[5]), ())))), []).append(r)
     notes = []
-    for (chip, code), rs in sorted(groups.items(), key=lambda kv: (max(r[5] for r in kv[1]), kv[0])):
+    for (chip, code, ran), rs in sorted(groups.items(), key=lambda kv: (max(r[5] for r in kv[1]), kv[0])):
         where = labels.get(chip, chip)
         text = (
             f"Measured after this post was written: experiment {experiment} on {where} "
-            f"at code version {code}, {_cells_text(rs)}. "
+            f"at code version {code}{_versions_text(rs, ran)}, {_cells_text(rs)}. "
         )
         col = columns.get(chip)
         if col is None or not home:

@@ -221,6 +221,10 @@ FROM chips ch JOIN runs r ON r.chip_id = ch.chip_id
 WHERE r.experiment = $experiment AND r.quick = $quick
 ORDER BY ch.name, ch.chip_id"""
 
+# What ran a run besides our code: the runtime's package and the server's own word
+# (schema version 6; empty for our engine's runs and for runs from before it).
+RUNTIME_VERSIONS = "concat_ws(', ', r.runtime_version, 'server ' || r.server_version)"
+
 PROVENANCE_SQL = (
     "WITH "
     + CHOSEN_RUNS
@@ -229,6 +233,9 @@ SELECT 'code_version' AS what, code_version AS value FROM chosen
 UNION SELECT 'model_sha256', model_sha256 FROM chosen
 UNION SELECT 'declaration_sha256', declaration_sha256 FROM chosen
 UNION SELECT 'run_date', strftime(started_at, '%Y-%m-%d') FROM chosen
+UNION SELECT 'runtime_version', arm || ': ' || """
+    + RUNTIME_VERSIONS.replace("r.", "")
+    + """ FROM chosen WHERE runtime_version IS NOT NULL OR server_version IS NOT NULL
 ORDER BY what, value"""
 )
 
@@ -307,13 +314,17 @@ SELECT c.arm, string_agg(DISTINCT coalesce(c.runtime, 'bothrows'), ', ' ORDER BY
 FROM chosen c GROUP BY c.arm ORDER BY c.arm"""
 )
 
-REMEASURED_SQL = """
+REMEASURED_SQL = (
+    """
 SELECT r.run_id, r.chip_id, r.arm, r.concurrency, r.round,
-       strftime(r.started_at, '%Y-%m-%d') AS day, r.code_version
+       strftime(r.started_at, '%Y-%m-%d') AS day, r.code_version, """
+    + RUNTIME_VERSIONS
+    + """ AS runtime_versions
 FROM runs r
 WHERE r.experiment = $experiment AND r.status = 'complete' AND r.quick = $quick
   AND r.started_at >= $since::TIMESTAMP
 ORDER BY r.started_at, r.run_id"""
+)
 
 RAW_SQL = {
     "runs": "WITH "
