@@ -75,7 +75,11 @@ class Poisson:
         while self._at <= now_ns and self._more(tokens):
             out.append(
                 Arrival(
-                    self._k, self._at, POISSON_CLIENT, self._stream.prompt_of(self._k), self._w.max_new_tokens
+                    self._k,
+                    self._at,
+                    POISSON_CLIENT,
+                    self._stream.prompt_of(self._k),
+                    self._stream.new_tokens(self._k),
                 )
             )
             self._k += 1

@@ -20,6 +20,7 @@ from runner.engine.checkpoint import resolve_checkpoint
 from runner.runtimes import knobs as runtime_knobs
 from runner.runtimes.knobs import DEFAULT_RUNTIME
 
+from .lengths import LengthDist
 from .validate import DEFAULT_MIN_CELL_SECONDS, DEFAULT_MIN_CELL_TOKENS, check
 
 AA_SUFFIX = "-aa"  # `--aa ARM`: experiment NAME-aa, arms ARM and ARM-aa
@@ -70,6 +71,10 @@ class Workload:
     slo_ttft_ms: float | None = None  # the declared service-level objective, stored per run
     slo_tpot_ms: float | None = None
     allow_short: bool = False  # claims may stand on cells with requests shorter than asked
+    # Seeded per-request lengths (lengths.py); None: uniform over prompt_tokens, and every
+    # request asks for max_new_tokens. With one, prompt_tokens and max_new_tokens are its bounds.
+    prompt_dist: LengthDist | None = None
+    new_tokens_dist: LengthDist | None = None
 
     @property
     def max_context(self) -> int:
@@ -177,8 +182,11 @@ def _workload_toml(w: Workload) -> list[str]:
         + ([] if scripted else ["requests_per_client", "prompt_tokens"])
         + ["max_new_tokens", "temperature", "shared_prefix_tokens", "min_cell_seconds", "min_cell_tokens"]
     )
+    dists = {"prompt_tokens": w.prompt_dist, "max_new_tokens": w.new_tokens_dist}
     lines = ["[workload]"] + [
-        f"{k} = {_toml(list(v) if isinstance(v, tuple) else v)}" for k in keys for v in [getattr(w, k)]
+        f"{k} = {dists[k].to_toml() if dists.get(k) else _toml(list(v) if isinstance(v, tuple) else v)}"
+        for k in keys
+        for v in [getattr(w, k)]
     ]
     lines.append(
         "arrivals = "

@@ -72,7 +72,7 @@ def run_cell(
     if exp.workload.arrivals != "closed":
         return run_open_cell(runtime, stream, concurrency, exp, progress)
     w = exp.workload
-    owner: dict[int, tuple[int, int]] = {}  # runtime handle -> (client, request_id)
+    owner: dict[int, tuple[int, int, int]] = {}  # runtime handle -> (client, request_id, asked)
     sent = [0] * concurrency
     rows = CellRows()
     tokens = 0
@@ -81,10 +81,11 @@ def run_cell(
         i = sent[client]
         sent[client] += 1
         request_id = stream.request_id(client, i)
+        asked = stream.new_tokens(request_id)
         handle = runtime.submit(
-            stream.prompt(client, i), w.max_new_tokens, w.temperature, request_seed(exp.seed, request_id)
+            stream.prompt(client, i), asked, w.temperature, request_seed(exp.seed, request_id)
         )
-        owner[handle] = (client, request_id)
+        owner[handle] = (client, request_id, asked)
 
     runtime.begin_cell()
     t0 = time.perf_counter_ns()
@@ -95,11 +96,11 @@ def run_cell(
             finished = runtime.poll()
             now = time.perf_counter_ns()
             for ev in finished:
-                client, request_id = owner.pop(ev.handle)
+                client, request_id, asked = owner.pop(ev.handle)
                 tokens += ev.output_tokens
                 if needs_more(w, sent[client], now - t0, tokens):
                     submit(client)
-                rows.add(ev, request_id, client, asked_tokens=w.max_new_tokens)
+                rows.add(ev, request_id, client, asked_tokens=asked)
                 if progress:
                     progress.update(len(rows.requests), tokens)
     finally:

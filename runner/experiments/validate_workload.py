@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from . import lengths
+
 WORKLOAD_KEYS = (
     "prompts",
     "requests_per_client",
@@ -114,13 +116,20 @@ def check_workload(c, table: dict | None, concurrency: list[int] | None) -> dict
             **({} if form == "closed" else {"default": DEFAULT_OPEN_REQUESTS}),
         )
     )
-    mnt = c.value(
-        table,
-        "max_new_tokens",
-        p,
-        "int",
-        minimum=1,
-        **({"default": None} if scripted or form is None else {}),
+    # A table draws each request's lengths (lengths.py); the bounds stand in for the fixed values.
+    dists = {k: _dist(c, table, p, k, scripted) for k in ("prompt_tokens", "max_new_tokens")}
+    w["prompt_dist"], w["new_tokens_dist"] = dists["prompt_tokens"], dists["max_new_tokens"]
+    mnt = (
+        dists["max_new_tokens"].max
+        if dists["max_new_tokens"]
+        else c.value(
+            table,
+            "max_new_tokens",
+            p,
+            "int",
+            minimum=1,
+            **({"default": None} if scripted or form is None else {}),
+        )
     )
     if scripted:
         w["script"] = _script(
@@ -150,7 +159,12 @@ def check_workload(c, table: dict | None, concurrency: list[int] | None) -> dict
 def _span(c, table: dict, p: str, shared: int | None, required: bool) -> tuple[int, int] | None:
     if "prompt_tokens" not in table and not required:
         return None
-    span = c.int_list(table, "prompt_tokens", p, 1)
+    given = table.get("prompt_tokens")
+    span = (
+        ([given["min"], given["max"]] if _dist(None, table, p, "prompt_tokens", False) else None)
+        if isinstance(given, dict)
+        else c.int_list(table, "prompt_tokens", p, 1)
+    )
     if span is not None and (len(span) != 2 or span[0] > span[1]):
         c.bad(p + "prompt_tokens", f"expected an inclusive range [low, high] with low <= high, got {span}")
         span = None
@@ -300,3 +314,19 @@ def _allow_short(c, table: dict, p: str) -> bool:
         c.bad(p + "allow_short", f"expected true or false, got {v!r}")
         return False
     return v
+
+
+def _dist(c, table: dict, p: str, key: str, scripted: bool):
+    """The key's distribution when it is a table (None otherwise, or when it is wrong: the
+    problem goes to the checker `c`, when given)."""
+    value = table.get(key)
+    if not isinstance(value, dict):
+        return None
+    if scripted:
+        if c is not None:
+            c.bad(p + key, 'a distribution is not used with arrivals = "script" (each entry gives its own)')
+        return None
+    dist, problem = lengths.parse(value, p + key)
+    if problem and c is not None:
+        c.bad(*problem)
+    return dist
