@@ -55,6 +55,14 @@ REQUEST_METRICS: dict[str, tuple[str, object]] = {
     "itl_p90_ms": ("itl_ms", 0.9),
     "itl_p99_ms": ("itl_ms", 0.99),
     "stall_max_ms": ("stall_ms", 1.0),
+    # means, and end-to-end latency (arrival to last token), as `vllm bench serve` reports
+    "ttft_mean_ms": ("ttft_ms", "mean"),
+    "tpot_mean_ms": ("tpot_ms", "mean"),
+    "itl_mean_ms": ("itl_ms", "mean"),
+    "e2el_mean_ms": ("e2el_ms", "mean"),
+    "e2el_p50_ms": ("e2el_ms", 0.5),
+    "e2el_p90_ms": ("e2el_ms", 0.9),
+    "e2el_p99_ms": ("e2el_ms", 0.99),
 }
 
 

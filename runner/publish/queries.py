@@ -179,7 +179,7 @@ class Reader:
             ids = cols["request_id"].astype(np.int64)
             out[k] = {
                 c: (ids, np.asarray(cols[c], dtype=float))
-                for c in ("prefill_tps", "decode_tps", "ttft_ms", "tpot_ms")
+                for c in ("prefill_tps", "decode_tps", "ttft_ms", "tpot_ms", "e2el_ms")
             }
         for k, cols in self._blocks(GAP_VALUES_SQL, p):
             ids, gaps = cols["request_id"].astype(np.int64), np.asarray(cols["gap_ms"], dtype=float)

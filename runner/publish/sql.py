@@ -24,6 +24,7 @@ chosen AS (
 # the figures of "the short requests" beside the long one.
 LABELLED = "($label::VARCHAR IS NULL OR q.label = $label)"
 TTFT_MS = "(q.first_token_ns - q.arrival_ns) / 1e6"
+E2EL_MS = "(q.done_ns - q.arrival_ns) / 1e6"  # end-to-end latency: arrival to last token
 TPOT_MS = (
     "CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6 / (q.output_tokens - 1) END"
 )
@@ -52,7 +53,7 @@ RUN_METRICS = (
 tok AS (
     SELECT run_id,
         quantile_cont(gap_ms, 0.5) AS itl_p50_ms, quantile_cont(gap_ms, 0.9) AS itl_p90_ms,
-        quantile_cont(gap_ms, 0.99) AS itl_p99_ms, max(gap_ms) AS stall_max_ms
+        quantile_cont(gap_ms, 0.99) AS itl_p99_ms, max(gap_ms) AS stall_max_ms, avg(gap_ms) AS itl_mean_ms
     FROM gap WHERE gap_ms IS NOT NULL
     GROUP BY run_id
 ),
@@ -82,7 +83,26 @@ req AS (
                              AND coalesce("""
     + TPOT_MS
     + """, 0) <= coalesce(c.slo_tpot_ms, 'infinity'::DOUBLE))
-            * 1e9 / nullif(max(q.done_ns) - min(q.arrival_ns), 0) END AS goodput_rps
+            * 1e9 / nullif(max(q.done_ns) - min(q.arrival_ns), 0) END AS goodput_rps,
+        avg("""
+    + TTFT_MS
+    + """) AS ttft_mean_ms,
+        avg("""
+    + TPOT_MS
+    + """) AS tpot_mean_ms,
+        avg("""
+    + E2EL_MS
+    + """) AS e2el_mean_ms,
+        """
+    + ",\n        ".join(
+        f"quantile_cont({E2EL_MS}, {q}) AS e2el_p{round(q * 100)}_ms" for q in (0.5, 0.9, 0.99)
+    )
+    + """,
+        count(*) * 1e9 / nullif(max(q.done_ns) - min(q.arrival_ns), 0) AS request_rps,
+        count(*) AS completed,
+        -- fewer output tokens than asked (asked_tokens NULL before schema 6: not counted)
+        CASE WHEN count(q.asked_tokens) > 0 THEN count(*) FILTER (WHERE q.output_tokens < q.asked_tokens)
+             END AS short_requests
     FROM requests q JOIN chosen c ON q.run_id = c.run_id
     WHERE """
     + LABELLED
@@ -142,7 +162,8 @@ SELECT c.chip_id, c.arm, c.concurrency, c.round, q.request_id,
                  / nullif(q.done_ns - q.first_token_ns, 0) END AS DOUBLE) AS decode_tps,
        CAST((q.first_token_ns - q.arrival_ns) / 1e6 AS DOUBLE) AS ttft_ms,
        CAST(CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6
-                 / (q.output_tokens - 1) END AS DOUBLE) AS tpot_ms
+                 / (q.output_tokens - 1) END AS DOUBLE) AS tpot_ms,
+       CAST((q.done_ns - q.arrival_ns) / 1e6 AS DOUBLE) AS e2el_ms
 FROM requests q JOIN chosen c ON q.run_id = c.run_id
 WHERE """
     + LABELLED
