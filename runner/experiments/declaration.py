@@ -66,7 +66,9 @@ class Workload:
     min_cell_seconds: float = DEFAULT_MIN_CELL_SECONDS
     min_cell_tokens: int = DEFAULT_MIN_CELL_TOKENS
     arrivals: str = "closed"  # "closed" | "poisson" | "script" (runner/experiments/arrivals.py)
-    rate: float | None = None  # poisson: requests per second
+    rate: float | None = None  # poisson: requests per second (a sweep's cell: its rate)
+    rates: tuple[float, ...] = ()  # a rate sweep: each rate is a cell dimension (sweep.py)
+    burstiness: float | None = None  # process = "gamma": 1 is Poisson, below 1 burstier
     script: tuple[ScriptEntry, ...] = ()
     slo_ttft_ms: float | None = None  # the declared service-level objective, stored per run
     slo_tpot_ms: float | None = None
@@ -188,9 +190,16 @@ def _workload_toml(w: Workload) -> list[str]:
         for k in keys
         for v in [getattr(w, k)]
     ]
+    process = "gamma" if w.burstiness is not None else "poisson"
+    rate = _toml(list(w.rates)) if w.rates else repr(w.rate)
+    extra = f", burstiness = {w.burstiness!r}" if w.burstiness is not None else ""
     lines.append(
         "arrivals = "
-        + (f'{{ process = "poisson", rate = {w.rate!r} }}' if w.arrivals == "poisson" else _toml(w.arrivals))
+        + (
+            f'{{ process = "{process}", rate = {rate}{extra} }}'
+            if w.arrivals == "poisson"
+            else _toml(w.arrivals)
+        )
     )
     if w.allow_short:
         lines.append("allow_short = true")

@@ -31,6 +31,7 @@ up. This module does not parse declarations, render pages or print anything itse
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,10 +55,38 @@ class Cell:
     arm: str
     concurrency: int
     round: int
+    rate: float | None = None  # a rate sweep's offered rate (None: not a sweep)
+
+    @property
+    def key(self) -> tuple:
+        """What marks the cell complete: (arm, concurrency, round[, rate])."""
+        base = (self.arm, self.concurrency, self.round)
+        return base if self.rate is None else base + (self.rate,)
 
 
 def plan_cells(exp: Experiment) -> list[Cell]:
-    return [Cell(arm, c, r) for r in range(exp.rounds) for c in sorted(exp.concurrency) for arm in exp.arms]
+    """round -> concurrency -> rate (a sweep's, in declared order) -> arm: the arms interleave."""
+    rates = exp.workload.rates or (None,)
+    return [
+        Cell(arm, c, r, rate)
+        for r in range(exp.rounds)
+        for c in sorted(exp.concurrency)
+        for rate in rates
+        for arm in exp.arms
+    ]
+
+
+def at_rate(exp: Experiment, rate: float | None) -> Experiment:
+    """The experiment as one cell of a rate sweep runs it: its workload at that rate."""
+    if rate is None:
+        return exp
+    return dataclasses.replace(exp, workload=dataclasses.replace(exp.workload, rate=rate, rates=()))
+
+
+def done_cells(st: Store, exp: Experiment, chip_id: str) -> set[tuple]:
+    """Keys (Cell.key) of the cells complete in the database for this declaration and chip."""
+    args = dict(experiment=exp.name, declaration_sha256=exp.sha256, chip_id=chip_id, quick=exp.quick)
+    return st.complete_sweep_cells(**args) if exp.workload.rates else st.complete_cells(**args)
 
 
 def run_cell(
@@ -148,14 +177,8 @@ def run_experiment(
         if stale:
             progress.note(f"marked {stale} run(s) left 'running' by a killed process as failed")
         chip_id = st.ensure_chip(fingerprint)
-        done = (
-            set()
-            if remeasure
-            else st.complete_cells(
-                experiment=exp.name, declaration_sha256=exp.sha256, chip_id=chip_id, quick=exp.quick
-            )
-        )
-        todo = [c for c in cells if (c.arm, c.concurrency, c.round) not in done]
+        done = set() if remeasure else done_cells(st, exp, chip_id)
+        todo = [c for c in cells if c.key not in done]
         summary.skipped = len(cells) - len(todo)
         if summary.skipped:
             progress.note(
@@ -204,6 +227,7 @@ def _cell(
     label: CellLabel,
     run: dict,
 ) -> None:
+    exp = at_rate(exp, cell.rate)
     knobs = runtime.knobs if isinstance(runtime, Runtime) else exp.runtime_knobs(cell.arm)
     run_id = st.begin_run(
         experiment=exp.name,
@@ -219,6 +243,7 @@ def _cell(
         slo_tpot_ms=exp.workload.slo_tpot_ms,
         runtime_version=runtime.runtime_version if isinstance(runtime, Runtime) else None,
         server_version=runtime.server_version() if isinstance(runtime, Runtime) else None,
+        rate=cell.rate,
         **run,
     )
     w = exp.workload

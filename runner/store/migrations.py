@@ -56,6 +56,7 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE requests ADD COLUMN asked_tokens INTEGER;
     ALTER TABLE runs ADD COLUMN runtime_version VARCHAR;
     ALTER TABLE runs ADD COLUMN server_version VARCHAR;
+    ALTER TABLE runs ADD COLUMN rate DOUBLE;  -- a rate sweep's cell: its offered rate (NULL: none)
     """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
@@ -72,6 +73,7 @@ ADDED_COLUMNS: dict[str, dict[str, pa.DataType]] = {
         "slo_tpot_ms": pa.float64(),
         "runtime_version": pa.string(),
         "server_version": pa.string(),
+        "rate": pa.float64(),
     },
     "requests": {"label": pa.string(), "asked_tokens": pa.int32()},
 }

@@ -228,6 +228,7 @@ class Store:
         slo_tpot_ms: float | None = None,
         runtime_version: str | None = None,
         server_version: str | None = None,
+        rate: float | None = None,
     ) -> str:
         """A new 'running' run; slo_*: the declared service-level objective (None: none);
         runtime_version / server_version: what ran it (None: not known or not a server)."""
@@ -240,8 +241,8 @@ class Store:
         self.con.execute(  # columns named: later migrations append columns to the table
             "INSERT INTO runs (run_id, experiment, declaration_sha256, arm, concurrency, round, "
             "chip_id, model_sha256, code_version, knobs, seed, quick, started_at, finished_at, "
-            "status, runtime, slo_ttft_ms, slo_tpot_ms, runtime_version, server_version) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running', ?, ?, ?, ?, ?)",
+            "status, runtime, slo_ttft_ms, slo_tpot_ms, runtime_version, server_version, rate) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running', ?, ?, ?, ?, ?, ?)",
             [
                 run_id,
                 experiment,
@@ -261,6 +262,7 @@ class Store:
                 slo_tpot_ms,
                 runtime_version,
                 server_version,
+                rate,
             ],
         )
         return run_id
@@ -408,3 +410,14 @@ class Store:
             [experiment, declaration_sha256, chip_id, bool(quick)],
         ).fetchall()
         return {(a, int(c), int(r)) for a, c, r in rows}
+
+    def complete_sweep_cells(
+        self, *, experiment: str, declaration_sha256: str, chip_id: str, quick: bool
+    ) -> set[tuple[str, int, int, float | None]]:
+        """(arm, concurrency, round, rate) of the complete runs, for a rate sweep's cells."""
+        rows = self.con.execute(
+            "SELECT arm, concurrency, round, rate FROM runs WHERE status = 'complete' AND experiment = ? "
+            "AND declaration_sha256 = ? AND chip_id = ? AND quick = ?",
+            [experiment, declaration_sha256, chip_id, bool(quick)],
+        ).fetchall()
+        return {(a, int(c), int(r), None if x is None else float(x)) for a, c, r, x in rows}
