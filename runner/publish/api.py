@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from runner.publish import blocks, timelines
 from runner.publish import traffic as traffic_choice
+from runner.publish.capacity_value import capacity_value
 from runner.publish.postdata import PostData
 from runner.publish.templating import render_block
 
@@ -95,7 +96,13 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
         d = data(experiment)
         return "" if d is None else traffic_choice.best_arm(d, profile, chip, as_of)
 
+    def capacity(arm, attainment=0.9, concurrency=None, chip=None, experiment=None, as_of=None):
+        return value(
+            experiment, "value", lambda d: capacity_value(d, arm, attainment, concurrency, chip, as_of)
+        )
+
     return {
+        "capacity": capacity,
         "regime_table": regime_table,
         "headline_table": headline_table,
         "chart": chart,

@@ -39,6 +39,7 @@ from runner.publish.sql import (
     RUN_SUMMARY_SQL,
     RUN_VALUES_SQL,
     SHORT_CELLS_SQL,
+    SLO_MET_SQL,
     TIMELINE_SQL,
 )
 from runner.store.migrations import SCHEMA_VERSION
@@ -296,6 +297,21 @@ class Reader:
         return {
             (c, a, int(k)): ShortCount(int(s), int(n)) for c, a, k, s, n in self._rows(SHORT_CELLS_SQL, p)
         }
+
+    def slo_met(self, experiment: str, quick: bool, as_of: datetime | None = None) -> dict:
+        """A rate sweep's SLO outcomes: (chip_id, arm, concurrency) -> rate -> round -> a 0/1
+        array (one entry a request, by request id); a cell whose runs declared no SLO has
+        NaN entries. Empty for an experiment without a sweep."""
+        out: dict[tuple, dict] = {}
+        rows = self._rows(SLO_MET_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of})
+        grouped: dict[tuple, list] = {}
+        for chip, arm, conc, rate, rnd, _, met in rows:
+            grouped.setdefault((chip, arm, int(conc), float(rate), int(rnd)), []).append(
+                np.nan if met is None else float(met)
+            )
+        for (chip, arm, conc, rate, rnd), values in grouped.items():
+            out.setdefault((chip, arm, conc), {}).setdefault(rate, {})[rnd] = np.asarray(values)
+        return out
 
     def arm_runtimes(self, experiment: str, quick: bool) -> dict[str, tuple[str, bool]]:
         """arm -> (its runtime, whether its runs have per-pass rows)."""

@@ -303,6 +303,29 @@ GROUP BY ALL HAVING count(*) FILTER (WHERE q.output_tokens < q.asked_tokens) > 0
 ORDER BY 1, 2, 3"""
 )
 
+# A rate sweep's requests and whether each met its run's declared SLO (NULL: none declared),
+# by chip, arm, concurrency, rate and round: the newest complete run of each such cell.
+SLO_MET_SQL = (
+    """
+WITH chosen AS (
+    SELECT * FROM runs
+    WHERE experiment = $experiment AND status = 'complete' AND quick = $quick AND rate IS NOT NULL
+      AND ($as_of::TIMESTAMP IS NULL OR started_at < $as_of::TIMESTAMP)
+    QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, rate, round
+                               ORDER BY started_at DESC, run_id DESC) = 1
+)
+SELECT c.chip_id, c.arm, c.concurrency, c.rate, c.round, q.request_id,
+       CASE WHEN c.slo_ttft_ms IS NOT NULL OR c.slo_tpot_ms IS NOT NULL THEN
+           ("""
+    + TTFT_MS
+    + """ <= coalesce(c.slo_ttft_ms, 'infinity'::DOUBLE)
+            AND coalesce("""
+    + TPOT_MS
+    + """, 0) <= coalesce(c.slo_tpot_ms, 'infinity'::DOUBLE)) END AS met
+FROM requests q JOIN chosen c ON q.run_id = c.run_id
+ORDER BY 1, 2, 3, 4, 5, 6"""
+)
+
 # What `make report` needs to decide whether to measure: cells of one declaration's
 # complete full runs by chip, and the experiment's run count and newest finish.
 DECLARATION_CELLS_SQL = """
