@@ -3,6 +3,7 @@ rate's arrivals the same in every arm; gamma arrivals with burstiness; one real 
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 from itertools import islice
@@ -14,6 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from test_declaration import dump, valid_doc  # noqa: E402
 
+from runner.cli import main as cli  # noqa: E402
 from runner.experiments.arrivals import gamma_gaps, poisson_gaps  # noqa: E402
 from runner.experiments.declaration import DeclarationError, load, parse  # noqa: E402
 from runner.experiments.execute import plan_cells, run_experiment  # noqa: E402
@@ -66,6 +68,16 @@ def test_a_three_rate_sweep_runs_and_stores_every_cell_with_the_same_arrivals_in
     assert arrivals and all(n == 2 and len(at) == 1 for *_, at, n in arrivals)  # both arms, same time
     # every cell is complete: running it again measures nothing
     assert run_experiment(load(decl), db, Progress(mode="plain")).skipped == 12
+    # The JSON export has every (arm, concurrency, rate) cell, with vllm bench serve's keys.
+    out = tmp_path / "sweep.json"
+    assert cli(["export", "sweep", "--db", str(db), "--format", "json", "--out", str(out)]) == 0
+    cells = json.loads(out.read_text())["cells"]
+    assert sorted((c["arm"], c["concurrency"], c["rate"]) for c in cells) == [
+        (a, k, r) for a in "ab" for k in (1, 2) for r in (2.0, 4.0, 8.0)
+    ]
+    for c in cells:
+        assert c["request_throughput"] > 0 and c["p99_ttft_ms"] > 0 and c["rounds"] == 1
+        assert c["completed"] == (4 if c["concurrency"] == 2 else 2)  # requests_per_client x c
 
 
 def test_gamma_gaps_keep_the_rate_and_burstiness_spreads_them():

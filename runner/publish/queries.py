@@ -40,7 +40,9 @@ from runner.publish.sql import (
     RUN_VALUES_SQL,
     SHORT_CELLS_SQL,
     SLO_MET_SQL,
+    SWEEP_RATES_SQL,
     TIMELINE_SQL,
+    at_rate,
 )
 from runner.store.migrations import SCHEMA_VERSION
 
@@ -137,14 +139,22 @@ class Reader:
         return [(c, a, int(k), int(r), v) for c, a, k, r, v in self._rows(ROUND_VALUES_SQL, p)]
 
     def run_values(
-        self, experiment: str, quick: bool, as_of: datetime | None = None, label: str | None = None
+        self,
+        experiment: str,
+        quick: bool,
+        as_of: datetime | None = None,
+        label: str | None = None,
+        rate: float | None = None,
     ) -> dict[tuple, dict[str, float | None]]:
         """(chip, arm, concurrency, round) -> {metric: the run's value}; with `label`,
-        the request figures of the requests so labelled only."""
-        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": label}
+        the request figures of the requests so labelled only; with `rate`, that rate's
+        runs of a rate sweep."""
+        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": label, "rate": rate}
         return {
             (c, a, int(k), int(r)): dict(zip(METRICS, vals))
-            for c, a, k, r, *vals in self._rows(RUN_VALUES_SQL, p)
+            for c, a, k, r, *vals in self._rows(
+                RUN_VALUES_SQL if rate is None else at_rate(RUN_VALUES_SQL), p
+            )
         }
 
     def _blocks(self, sql: str, params: dict) -> list[tuple[tuple, dict]]:
@@ -169,20 +179,26 @@ class Reader:
         ]
 
     def request_values(
-        self, experiment: str, quick: bool, as_of: datetime | None = None, label: str | None = None
+        self,
+        experiment: str,
+        quick: bool,
+        as_of: datetime | None = None,
+        label: str | None = None,
+        rate: float | None = None,
     ) -> dict:
         """(chip, arm, concurrency, round) -> {column: (request ids, values)} as numpy
         arrays, for the bootstrap (`intervals.py`): one value a request, and every
         inter-token gap ("itl_ms", the ids repeat) with each request's longest ("stall_ms")."""
-        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": label}
+        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": label, "rate": rate}
+        swept = (lambda sql: sql) if rate is None else at_rate  # noqa: E731
         out: dict[tuple, dict] = {}
-        for k, cols in self._blocks(REQUEST_VALUES_SQL, p):
+        for k, cols in self._blocks(swept(REQUEST_VALUES_SQL), p):
             ids = cols["request_id"].astype(np.int64)
             out[k] = {
                 c: (ids, np.asarray(cols[c], dtype=float))
                 for c in ("prefill_tps", "decode_tps", "ttft_ms", "tpot_ms", "e2el_ms")
             }
-        for k, cols in self._blocks(GAP_VALUES_SQL, p):
+        for k, cols in self._blocks(swept(GAP_VALUES_SQL), p):
             ids, gaps = cols["request_id"].astype(np.int64), np.asarray(cols["gap_ms"], dtype=float)
             firsts = np.concatenate([[0], np.nonzero(ids[1:] != ids[:-1])[0] + 1])
             run = out.setdefault(k, {})
@@ -298,6 +314,10 @@ class Reader:
             (c, a, int(k)): ShortCount(int(s), int(n)) for c, a, k, s, n in self._rows(SHORT_CELLS_SQL, p)
         }
 
+    def sweep_rates(self, experiment: str, quick: bool) -> list[float]:
+        """The rates of a rate sweep with complete runs (empty: not a sweep)."""
+        return [float(r) for (r,) in self._rows(SWEEP_RATES_SQL, {"experiment": experiment, "quick": quick})]
+
     def slo_met(self, experiment: str, quick: bool, as_of: datetime | None = None) -> dict:
         """A rate sweep's SLO outcomes: (chip_id, arm, concurrency) -> rate -> round -> a 0/1
         array (one entry a request, by request id); a cell whose runs declared no SLO has
@@ -334,3 +354,16 @@ class Reader:
         p = {"experiment": experiment, "quick": quick, "as_of": None}
         used = lambda sql: {k: v for k, v in p.items() if f"${k}" in sql}  # noqa: E731
         return {name: self.con.sql(sql, params=used(sql)).to_arrow_table() for name, sql in RAW_SQL.items()}
+
+
+class RateReader:
+    """What a View reads (run_values, request_values), of one rate of a rate sweep."""
+
+    def __init__(self, reader: Reader, rate: float):
+        self.reader, self.rate = reader, rate
+
+    def run_values(self, *args) -> dict:
+        return self.reader.run_values(*args, rate=self.rate)
+
+    def request_values(self, *args) -> dict:
+        return self.reader.request_values(*args, rate=self.rate)

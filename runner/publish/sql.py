@@ -20,6 +20,14 @@ chosen AS (
                                ORDER BY started_at DESC, run_id DESC) = 1
 )"""
 
+
+def at_rate(sql: str) -> str:
+    """The query over one rate of a rate sweep ($rate): its chosen runs are that rate's."""
+    where = "AND status = 'complete' AND quick = $quick"
+    assert where in sql, "at_rate: the query has no chosen runs"
+    return sql.replace(where, where + " AND rate = $rate")
+
+
 # $label (NULL: every request) keeps only the requests a scripted workload labelled so:
 # the figures of "the short requests" beside the long one.
 LABELLED = "($label::VARCHAR IS NULL OR q.label = $label)"
@@ -302,6 +310,11 @@ FROM requests q JOIN chosen c ON q.run_id = c.run_id
 GROUP BY ALL HAVING count(*) FILTER (WHERE q.output_tokens < q.asked_tokens) > 0
 ORDER BY 1, 2, 3"""
 )
+
+SWEEP_RATES_SQL = """
+SELECT DISTINCT rate FROM runs
+WHERE experiment = $experiment AND status = 'complete' AND quick = $quick AND rate IS NOT NULL
+ORDER BY rate"""
 
 # A rate sweep's requests and whether each met its run's declared SLO (NULL: none declared),
 # by chip, arm, concurrency, rate and round: the newest complete run of each such cell.

@@ -59,13 +59,30 @@ def summary(reader: queries.Reader, experiment: str) -> dict:
     quick = reader.quick_choice(experiment)
     if quick is None:
         raise SummaryError(f"database {reader.path} has no complete runs of experiment {experiment!r}")
-    view = View(reader, experiment, quick, None)
     chips = reader.chips(experiment, quick)
     names = {c.chip_id: c.name for c in chips}
-    short = reader.short_cells(experiment, quick)
+    rates = reader.sweep_rates(experiment, quick)
+    cells = []
+    for rate in rates or [None]:
+        view = View(reader if rate is None else queries.RateReader(reader, rate), experiment, quick, None)
+        short = {} if rate is not None else reader.short_cells(experiment, quick)
+        cells += _cells(view, names, short, rate)
+    return {
+        "schema": SCHEMA,
+        "experiment": experiment,
+        "quick": quick,
+        "interval": "95%, seeded paired bootstrap over rounds and requests (runner/publish/intervals.py)",
+        "chips": [{"chip_id": c.chip_id, "name": c.name, "device": c.device, "blas": c.blas} for c in chips],
+        "cells": cells,
+    }
+
+
+def _cells(view: View, names: dict, short: dict, rate: float | None) -> list[dict]:
     cells = []
     for chip, arm, conc in sorted(view.measured):
         cell = {"chip_id": chip, "chip": names.get(chip, chip), "arm": arm, "concurrency": conc}
+        if rate is not None:
+            cell["rate"] = rate  # the offered rate of a rate sweep's cell (request/s)
         intervals, rounds = {}, 0
         for metric in METRICS:
             stat = view.cells.get((chip, arm, conc, metric))
@@ -78,17 +95,11 @@ def summary(reader: queries.Reader, experiment: str) -> dict:
                 intervals[key] = [_number(stat.lo), _number(stat.hi)]
         counts = short.get((chip, arm, conc))
         cell["rounds"] = rounds
-        cell["short_requests_total"] = counts.short if counts else 0
+        if rate is None:
+            cell["short_requests_total"] = counts.short if counts else 0
         cell["intervals"] = intervals
         cells.append(cell)
-    return {
-        "schema": SCHEMA,
-        "experiment": experiment,
-        "quick": quick,
-        "interval": "95%, seeded paired bootstrap over rounds and requests (runner/publish/intervals.py)",
-        "chips": [{"chip_id": c.chip_id, "name": c.name, "device": c.device, "blas": c.blas} for c in chips],
-        "cells": cells,
-    }
+    return cells
 
 
 def summary_json(reader: queries.Reader, experiment: str) -> str:
