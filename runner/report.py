@@ -64,7 +64,7 @@ def data_state(db: Path, exp) -> DataState:
     from runner.experiments.execute import plan_cells
     from runner.publish.queries import QueryError, Reader
 
-    planned = {(c.arm, c.concurrency, c.round) for c in plan_cells(exp)}
+    planned = {c.key for c in plan_cells(exp)}
     try:
         with Reader(db) as reader:
             by_chip = reader.declaration_cells(exp.name, exp.sha256)

@@ -20,6 +20,7 @@ from runner.experiments.arrivals import gamma_gaps, poisson_gaps  # noqa: E402
 from runner.experiments.declaration import DeclarationError, load, parse  # noqa: E402
 from runner.experiments.execute import plan_cells, run_experiment  # noqa: E402
 from runner.experiments.progress import Progress  # noqa: E402
+from runner.report import data_state  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "runner" / "models" / "tiny"
@@ -78,6 +79,12 @@ def test_a_three_rate_sweep_runs_and_stores_every_cell_with_the_same_arrivals_in
     for c in cells:
         assert c["request_throughput"] > 0 and c["p99_ttft_ms"] > 0 and c["rounds"] == 1
         assert c["completed"] == (4 if c["concurrency"] == 2 else 2)  # requests_per_client x c
+    # `make report` counts the sweep complete only with every rate's cells
+    assert data_state(db, load(decl)).complete
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE runs SET status = 'failed' WHERE rate = 8")
+    con.close()
+    assert not data_state(db, load(decl)).complete
 
 
 def test_gamma_gaps_keep_the_rate_and_burstiness_spreads_them():

@@ -257,12 +257,14 @@ class Reader:
         return out
 
     def declaration_cells(self, experiment: str, declaration: str) -> dict[tuple[str, str], set]:
-        """(chip name, chip id) -> {(arm, concurrency, round)} of complete full runs."""
+        """(chip name, chip id) -> {(arm, concurrency, round[, rate])} of complete full runs
+        (the rate for a rate sweep's runs, as execute.Cell.key has it)."""
         out: dict[tuple[str, str], set] = {}
-        for name, chip_id, arm, conc, rnd in self._rows(
+        for name, chip_id, arm, conc, rnd, rate in self._rows(
             DECLARATION_CELLS_SQL, {"experiment": experiment, "declaration": declaration}
         ):
-            out.setdefault((name, chip_id), set()).add((arm, int(conc), int(rnd)))
+            key = (arm, int(conc), int(rnd)) + (() if rate is None else (float(rate),))
+            out.setdefault((name, chip_id), set()).add(key)
         return out
 
     def run_summary(self, experiment: str | None = None) -> tuple[int, datetime | None]:

@@ -342,7 +342,7 @@ ORDER BY 1, 2, 3, 4, 5, 6"""
 # What `make report` needs to decide whether to measure: cells of one declaration's
 # complete full runs by chip, and the experiment's run count and newest finish.
 DECLARATION_CELLS_SQL = """
-SELECT ch.name, r.chip_id, r.arm, r.concurrency, r.round FROM runs r JOIN chips ch USING (chip_id)
+SELECT ch.name, r.chip_id, r.arm, r.concurrency, r.round, r.rate FROM runs r JOIN chips ch USING (chip_id)
 WHERE r.experiment = $experiment AND r.declaration_sha256 = $declaration
   AND r.status = 'complete' AND NOT r.quick
 ORDER BY 1, 2, 3, 4, 5"""
