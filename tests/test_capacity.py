@@ -3,6 +3,8 @@ interval; "at least the top rate" when nothing breaks; claimable in a real mkdoc
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import datetime
 
 import numpy as np
@@ -116,3 +118,35 @@ def test_capacity_is_claimable_and_at_least_the_top_rate_when_nothing_breaks(tmp
     claim = [w for w in result.warnings if "stated '8'" in w]
     assert not result.ok and len(claim) == 1
     assert "capacity is at least the top rate, 8 req/s" in claim[0]
+
+
+CHARTS = """\
+---
+date: 2026-11-20
+experiment: sweep
+---
+# Load
+
+{{ capacity_chart() }}
+
+{{ pareto_chart() }}
+"""
+
+
+def test_the_capacity_and_pareto_charts_draw_every_rate_and_the_slo(tmp_path):
+    db = tmp_path / "sweep.duckdb"
+    sweep_db(db, {1.0: 20, 2.0: 20, 4.0: 19, 8.0: 10})
+    config = write_project(tmp_path, db, {"p.md": CHARTS})
+    result = build_site(config)
+    assert result.ok, result.warnings
+    html = next((result.site / "blog").glob("20*/**/index.html")).read_text()
+    figures = [json.loads(f) for f in re.findall(r"\}\)\((\{.*?\})\);</script>", html)]
+    assert len(figures) == 5 + 1  # goodput, TTFT and TPOT p90/p99; the Pareto chart
+    goodput, ttft90 = figures[0], figures[1]
+    assert goodput["data"][0]["x"] == [1.0, 2.0, 4.0, 8.0] and len(goodput["data"][0]["y"]) == 4
+    slo = [s for s in ttft90["layout"]["shapes"] if s.get("y0") == 100.0]
+    assert len(slo) == 1 and slo[0]["line"]["dash"] == "dash"  # the declared TTFT limit
+    assert not [s for s in goodput["layout"]["shapes"] if s.get("y0") == 100.0]
+    pareto = figures[-1]["data"][0]
+    assert len(pareto["x"]) == 4 and pareto["x"] == sorted(pareto["x"])  # one point per rate
+    assert "one point per concurrency and offered rate" in html

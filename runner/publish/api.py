@@ -13,6 +13,7 @@ of its own day, not the post's).
 from __future__ import annotations
 
 from runner.publish import blocks, timelines
+from runner.publish import capacity_charts as load_charts
 from runner.publish import traffic as traffic_choice
 from runner.publish.capacity_value import capacity_value
 from runner.publish.postdata import PostData
@@ -101,8 +102,16 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
             experiment, "value", lambda d: capacity_value(d, arm, attainment, concurrency, chip, as_of)
         )
 
+    def capacity_chart(metrics=load_charts.DEFAULT_METRICS, concurrency=None, experiment=None):
+        return block(experiment, lambda d: load_charts.capacity_chart(d, metrics, concurrency))
+
+    def pareto_chart(experiment=None):
+        return block(experiment, load_charts.pareto_chart)
+
     return {
         "capacity": capacity,
+        "capacity_chart": capacity_chart,
+        "pareto_chart": pareto_chart,
         "regime_table": regime_table,
         "headline_table": headline_table,
         "chart": chart,

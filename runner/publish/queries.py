@@ -40,6 +40,7 @@ from runner.publish.sql import (
     RUN_VALUES_SQL,
     SHORT_CELLS_SQL,
     SLO_MET_SQL,
+    SLO_SQL,
     SWEEP_RATES_SQL,
     TIMELINE_SQL,
     at_rate,
@@ -319,6 +320,11 @@ class Reader:
     def sweep_rates(self, experiment: str, quick: bool) -> list[float]:
         """The rates of a rate sweep with complete runs (empty: not a sweep)."""
         return [float(r) for (r,) in self._rows(SWEEP_RATES_SQL, {"experiment": experiment, "quick": quick})]
+
+    def slo(self, experiment: str, quick: bool) -> dict[str, float | None]:
+        """The declared SLO: {"ttft_ms": ..., "tpot_ms": ...} (None: not declared)."""
+        ttft, tpot = self._rows(SLO_SQL, {"experiment": experiment, "quick": quick})[0]
+        return {"ttft_ms": ttft, "tpot_ms": tpot}
 
     def slo_met(self, experiment: str, quick: bool, as_of: datetime | None = None) -> dict:
         """A rate sweep's SLO outcomes: (chip_id, arm, concurrency) -> rate -> round -> a 0/1

@@ -316,6 +316,11 @@ SELECT DISTINCT rate FROM runs
 WHERE experiment = $experiment AND status = 'complete' AND quick = $quick AND rate IS NOT NULL
 ORDER BY rate"""
 
+# The SLO an experiment's runs declared (the largest, should declarations have differed).
+SLO_SQL = """
+SELECT max(slo_ttft_ms), max(slo_tpot_ms) FROM runs
+WHERE experiment = $experiment AND status = 'complete' AND quick = $quick"""
+
 # A rate sweep's requests and whether each met its run's declared SLO (NULL: none declared),
 # by chip, arm, concurrency, rate and round: the newest complete run of each such cell.
 SLO_MET_SQL = (
