@@ -2,9 +2,9 @@
 
 - Fair lengths: every arm must generate the same number of tokens per request, or batch
   occupancy differs between arms. An OpenAI-compatible server is sent `ignore_eos` and
-  `min_tokens` (vLLM's and SGLang's names). mlx_lm.server (0.32) takes neither, and
-  ignores unknown fields, but takes `logit_bias`: the checkpoint's end-of-sequence ids
-  biased by -1e9 are never chosen, so it stops only at max_tokens. A request that still
+  `min_tokens` (vLLM's and SGLang's names) and a `logit_bias` banning the checkpoint's
+  end-of-sequence ids (-1e9: never chosen), which is what mlx_lm.server (0.32) takes: it
+  ignores the first two (unknown fields), so it stops only at max_tokens. A request that still
   comes back short is stored with its asked count (requests.asked_tokens), never hidden.
 - Versions: the package an in-process runtime or a started server runs on
   (`package_version`), and a server's own word on its version (`GET /version`, as vLLM

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from tokenizers import Tokenizer
 
 from .base import Finished, Runtime, RuntimeFault
-from .fair import exact_length_fields, probe_server_version
+from .fair import banned_eos_bias, eos_token_ids, exact_length_fields, probe_server_version
 
 POLL_SECONDS = 1.0  # how long poll() waits for a finish before handing control back (at most)
 
@@ -53,10 +53,15 @@ class OpenAI(Runtime):
         self._in_flight: set[int] = set()
         self._fingerprint: str | None = None  # the system_fingerprint its answers carry
         self._reported: list[str | None] = []  # GET /version's answer, once asked
+        self._eos = eos_token_ids(checkpoint)
 
     def length_fields(self, max_new_tokens: int) -> dict:
-        """Fields asking for exactly max_new_tokens (fair.py); none with exact_length = false."""
-        return exact_length_fields(max_new_tokens) if self.knobs.get("exact_length", True) else {}
+        """Fields asking for exactly max_new_tokens (fair.py): ignore_eos and min_tokens, and
+        the checkpoint's end-of-sequence ids banned by logit_bias for a server that takes
+        neither (mlx_lm.server); none with exact_length = false."""
+        if not self.knobs.get("exact_length", True):
+            return {}
+        return {**exact_length_fields(max_new_tokens), **banned_eos_bias(self._eos)}
 
     def server_version(self) -> str | None:
         if not self._reported:  # the server root's /version (vLLM's), asked once

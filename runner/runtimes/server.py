@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .fair import banned_eos_bias, eos_token_ids, package_version
+from .fair import banned_eos_bias, package_version
 from .knobs import draft_path
 from .openai import OpenAI
 
@@ -105,7 +105,6 @@ class MlxLmServer(OpenAI):
         port = free_port()
         super().__init__({**knobs, "base_url": f"http://127.0.0.1:{port}/v1"}, checkpoint)
         self.knobs = dict(knobs)  # stored without the port, which changes every start
-        self._eos = eos_token_ids(checkpoint)
         self._log = tempfile.NamedTemporaryFile(prefix="bothrows-mlx-lm-server-", suffix=".log", delete=False)
         command = [
             sys.executable,
