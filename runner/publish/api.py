@@ -17,6 +17,7 @@ from runner.publish import capacity_charts as load_charts
 from runner.publish import traffic as traffic_choice
 from runner.publish.capacity_value import capacity_value
 from runner.publish.postdata import PostData
+from runner.publish.quantiles import quantile_metric
 from runner.publish.templating import render_block
 
 
@@ -59,7 +60,13 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
     def drafted_by_width_chart(experiment=None):
         return block(experiment, blocks.drafted_by_width_chart)
 
-    def metric(name, arm, concurrency, chip=None, experiment=None, requests=None, as_of=None):
+    def metric(name, arm, concurrency, chip=None, experiment=None, requests=None, as_of=None, q=None):
+        if q is not None:  # any percentile of a latency metric (quantiles.py)
+            return value(
+                experiment,
+                "value",
+                lambda d: quantile_metric(d, name, arm, concurrency, q, chip, requests, as_of),
+            )
         return value(experiment, "value", lambda d: d.metric(name, arm, concurrency, chip, requests, as_of))
 
     def gain(metric, arm, base=None, concurrency=1, chip=None, experiment=None, requests=None, as_of=None):
