@@ -114,9 +114,14 @@ BAD = [
     (dict(arrivals="open", prompt_tokens=[8, 16]), "workload.arrivals", 'expected "closed", "script" or'),
     (dict(arrivals=3, prompt_tokens=[8, 16]), "workload.arrivals", "got 3"),
     (
-        dict(arrivals={"process": "gamma", "rate": 1.0}, prompt_tokens=[8, 16]),
+        dict(arrivals={"process": "weibull", "rate": 1.0}, prompt_tokens=[8, 16]),
         "workload.arrivals.process",
-        'the only arrival process is "poisson"',
+        'expected "poisson" or "gamma"',
+    ),
+    (
+        dict(arrivals={"process": "gamma", "rate": 1.0}, prompt_tokens=[8, 16]),
+        "workload.arrivals.burstiness",
+        "required key is missing",
     ),
     (
         dict(arrivals={"rate": 1.0}, prompt_tokens=[8, 16]),
@@ -141,7 +146,7 @@ BAD = [
     (
         dict(arrivals={"process": "poisson", "rate": 1, "burst": 2}, prompt_tokens=[8, 16]),
         "workload.arrivals.burst",
-        "unknown key (known: process, rate)",
+        "unknown key (known: process, rate, burstiness)",
     ),
     (
         dict(requests_per_client=1, prompt_tokens=[8, 16], script=[{"at": 0, "prompt_tokens": 9}]),

@@ -51,7 +51,7 @@ def test_a_version_3_database_migrates_with_no_tokens_and_null_labels_and_slo(tm
     with Store.open(db) as st:
         assert st.schema_version() == SCHEMA_VERSION >= 4
         assert query(st, "SELECT count(*) FROM tokens") == [(0,)]
-        assert query(st, "SELECT label FROM requests") == [(None,)]
+        assert query(st, "SELECT label, asked_tokens FROM requests") == [(None, None)]
         assert query(st, "SELECT slo_ttft_ms, slo_tpot_ms, runtime FROM runs") == [(None, None, "openai")]
         chip_id = st.ensure_chip(CHIP)
         run_id = st.begin_run(

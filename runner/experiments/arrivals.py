@@ -56,11 +56,22 @@ def poisson_gaps(seed: int, rate: float) -> Iterator[int]:
         yield round(rng.expovariate(rate) * NS)
 
 
+def gamma_gaps(seed: int, rate: float, burstiness: float) -> Iterator[int]:
+    """Gamma-distributed gaps with mean 1/rate and shape `burstiness` (vLLM's meaning: 1 is
+    exponential, i.e. Poisson; below 1 the same rate comes in bursts). Seeded by the seed
+    and the rate alone, so every arm gets the same arrivals at each rate."""
+    rng = random.Random(f"gamma:{seed}")
+    while True:
+        yield round(rng.gammavariate(burstiness, 1.0 / (rate * burstiness)) * NS)
+
+
 class Poisson:
     def __init__(self, w: Workload, seed: int, concurrency: int, stream: PromptStream):
         self._w, self._stream = w, stream
         self._least = w.requests_per_client * concurrency
-        self._gaps = poisson_gaps(seed, w.rate)
+        self._gaps = (
+            poisson_gaps(seed, w.rate) if w.burstiness is None else gamma_gaps(seed, w.rate, w.burstiness)
+        )
         self._k, self._at = 0, 0
         self.done = False
 
@@ -75,7 +86,11 @@ class Poisson:
         while self._at <= now_ns and self._more(tokens):
             out.append(
                 Arrival(
-                    self._k, self._at, POISSON_CLIENT, self._stream.prompt_of(self._k), self._w.max_new_tokens
+                    self._k,
+                    self._at,
+                    POISSON_CLIENT,
+                    self._stream.prompt_of(self._k),
+                    self._stream.new_tokens(self._k),
                 )
             )
             self._k += 1
@@ -153,7 +168,8 @@ def schedule(w: Workload, seed: int, concurrency: int, stream: PromptStream) -> 
 def describe(w: Workload) -> str:
     """How the cell's requests arrive, for the progress lines."""
     if w.arrivals == "poisson":
-        return f"poisson arrivals at {w.rate:g} requests/s"
+        kind = "poisson" if w.burstiness is None else f"gamma (burstiness {w.burstiness:g})"
+        return f"{kind} arrivals at {w.rate:g} requests/s"
     if w.arrivals == "script":
         return f"a script of {len(w.script)} entr{'y' if len(w.script) == 1 else 'ies'}"
     return "closed-loop clients"

@@ -54,10 +54,12 @@ class CellRows:
         client: int,
         arrival_ns: int | None = None,
         label: str | None = None,
+        asked_tokens: int | None = None,
     ) -> None:
         """A finished request, its times still raw (perf_counter_ns). `arrival_ns` replaces
         the runtime's submit time: an open-loop request arrived when its schedule said,
-        however long it then waited for a free slot."""
+        however long it then waited for a free slot. `asked_tokens`: the max_new_tokens it
+        was sent with (fewer output tokens: it came back short)."""
         self.requests.append(
             {
                 "request_id": request_id,
@@ -71,6 +73,7 @@ class CellRows:
                 "done_ns": ev.done_ns,
                 "output_sha256": None if ev.tokens is None else output_sha256(ev.tokens),
                 "token_ns": ev.token_ns,
+                "asked_tokens": asked_tokens,
             }
         )
 

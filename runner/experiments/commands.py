@@ -194,8 +194,19 @@ def _save_measurement(db: Path, before: set[str], progress, cells=None) -> bool:
 def add_export_arguments(p: argparse.ArgumentParser) -> None:
     p.description = "Write an experiment's complete runs (chips, runs, requests, passes) as Parquet."
     p.add_argument("experiment", help="the experiment name (the declaration's file stem)")
-    p.add_argument("--out", type=Path, required=True, help="folder for the four .parquet files")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="parquet: folder for the .parquet files (required); json: file (default stdout)",
+    )
     p.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database (default {DEFAULT_DB})")
+    p.add_argument(
+        "--format",
+        choices=("parquet", "json"),
+        default="parquet",
+        help="parquet: the raw rows; json: per chip, arm and cell the page's figures with their "
+        "intervals, keyed as vllm bench serve's --save-result (see the README)",
+    )
 
 
 def main_export(args: argparse.Namespace) -> int:
@@ -205,6 +216,11 @@ def main_export(args: argparse.Namespace) -> int:
     if not args.db.exists():
         _err(f"error: database {args.db} does not exist")
         return 2
+    if getattr(args, "format", "parquet") == "json":
+        return _export_json(args)
+    if args.out is None:
+        _err("error: --out FOLDER is required with --format parquet")
+        return 2
     try:
         with Store.open(args.db) as st:
             written = export_experiment(st, args.experiment, args.out)
@@ -212,6 +228,28 @@ def main_export(args: argparse.Namespace) -> int:
         _err(f"error: {e}")
         return 2
     print(f"exported {args.experiment} to {args.out}: " + ", ".join(f"{n} {t}" for t, n in written.items()))
+    return 0
+
+
+def _export_json(args: argparse.Namespace) -> int:
+    from runner.publish.queries import QueryError, Reader
+    from runner.publish.summary import SummaryError, summary_json
+
+    try:
+        with Reader(args.db) as reader:
+            text = summary_json(reader, args.experiment)
+    except (QueryError, SummaryError) as e:
+        _err(f"error: {e}")
+        return 2
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        args.out.write_text(text, encoding="utf-8")
+    except OSError as e:
+        _err(f"error: cannot write {args.out}: {e.strerror or e}")
+        return 2
+    print(f"exported the figures of {args.experiment} to {args.out}")
     return 0
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from runner.runtimes import knobs as runtime_knobs
 from runner.runtimes.knobs import DEFAULT_RUNTIME
 
+from .lengths import LengthDist
 from .validate import check
 from .validate_workload import DEFAULT_MIN_CELL_SECONDS, DEFAULT_MIN_CELL_TOKENS
 
@@ -67,11 +68,18 @@ class Workload:
     min_cell_seconds: float = DEFAULT_MIN_CELL_SECONDS
     min_cell_tokens: int = DEFAULT_MIN_CELL_TOKENS
     arrivals: str = "closed"  # "closed" | "poisson" | "script" (runner/experiments/arrivals.py)
-    rate: float | None = None  # poisson: requests per second
+    rate: float | None = None  # poisson: requests per second (a sweep's cell: its rate)
+    rates: tuple[float, ...] = ()  # a rate sweep: each rate is a cell dimension (sweep.py)
+    burstiness: float | None = None  # process = "gamma": 1 is Poisson, below 1 burstier
     script: tuple[ScriptEntry, ...] = ()
     slo_ttft_ms: float | None = None  # the declared service-level objective, stored per run
     slo_tpot_ms: float | None = None
     aa: bool = False  # the base arm's copy (ARM-aa) measured in every round like any arm
+    allow_short: bool = False  # claims may stand on cells with requests shorter than asked
+    # Seeded per-request lengths (lengths.py); None: uniform over prompt_tokens, and every
+    # request asks for max_new_tokens. With one, prompt_tokens and max_new_tokens are its bounds.
+    prompt_dist: LengthDist | None = None
+    new_tokens_dist: LengthDist | None = None
 
     @property
     def max_context(self) -> int:
@@ -187,15 +195,27 @@ def _workload_toml(w: Workload) -> list[str]:
         + ([] if scripted else ["requests_per_client", "prompt_tokens"])
         + ["max_new_tokens", "temperature", "shared_prefix_tokens", "min_cell_seconds", "min_cell_tokens"]
     )
+    dists = {"prompt_tokens": w.prompt_dist, "max_new_tokens": w.new_tokens_dist}
     lines = ["[workload]"] + [
-        f"{k} = {_toml(list(v) if isinstance(v, tuple) else v)}" for k in keys for v in [getattr(w, k)]
+        f"{k} = {dists[k].to_toml() if dists.get(k) else _toml(list(v) if isinstance(v, tuple) else v)}"
+        for k in keys
+        for v in [getattr(w, k)]
     ]
     if w.aa:
         lines.append("aa = true")
+    process = "gamma" if w.burstiness is not None else "poisson"
+    rate = _toml(list(w.rates)) if w.rates else repr(w.rate)
+    extra = f", burstiness = {w.burstiness!r}" if w.burstiness is not None else ""
     lines.append(
         "arrivals = "
-        + (f'{{ process = "poisson", rate = {w.rate!r} }}' if w.arrivals == "poisson" else _toml(w.arrivals))
+        + (
+            f'{{ process = "{process}", rate = {rate}{extra} }}'
+            if w.arrivals == "poisson"
+            else _toml(w.arrivals)
+        )
     )
+    if w.allow_short:
+        lines.append("allow_short = true")
     slo = [(k, getattr(w, f"slo_{k}")) for k in ("ttft_ms", "tpot_ms")]
     if any(v is not None for _, v in slo):
         lines += ["", "[workload.slo]"] + [f"{k} = {v!r}" for k, v in slo if v is not None]

@@ -34,6 +34,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,30 +56,45 @@ from .workload import PromptStream
 
 
 def plan_cells(exp: Experiment) -> list[CellRecord]:
-    """Every cell of the declaration (one `CellRecord` each), round -> concurrency -> arm,
-    the arms rotated by one at each step of round and of concurrency (A B, then B A): an
-    arm's place in the pair is not always the same, so a position effect becomes spread
-    the intervals carry, not a bias."""
-    arms, cells = list(exp.arms), []
+    """Every cell of the declaration (one `CellRecord` each), round -> concurrency -> rate
+    (a sweep's, in declared order) -> arm, the arms rotated by one at each step of round,
+    concurrency and rate (A B, then B A): an arm's place in the pair is not always the
+    same, so a position effect becomes spread the intervals carry, not a bias."""
+    arms, rates, cells = list(exp.arms), exp.workload.rates or (None,), []
     for r in range(exp.rounds):
         for i, c in enumerate(sorted(exp.concurrency)):
-            turn = (r + i) % len(arms)
-            cells += [
-                CellRecord(
-                    experiment=exp.name,
-                    declaration_sha256=exp.sha256,
-                    arm=arm,
-                    concurrency=c,
-                    round=r,
-                    seed=exp.seed,
-                    quick=exp.quick,
-                    runtime=exp.runtime(arm),
-                    slo_ttft_ms=exp.workload.slo_ttft_ms,
-                    slo_tpot_ms=exp.workload.slo_tpot_ms,
-                )
-                for arm in arms[turn:] + arms[:turn]
-            ]
+            for j, rate in enumerate(rates):
+                turn = (r + i + j) % len(arms)
+                cells += [
+                    CellRecord(
+                        experiment=exp.name,
+                        declaration_sha256=exp.sha256,
+                        arm=arm,
+                        concurrency=c,
+                        round=r,
+                        seed=exp.seed,
+                        quick=exp.quick,
+                        runtime=exp.runtime(arm),
+                        slo_ttft_ms=exp.workload.slo_ttft_ms,
+                        slo_tpot_ms=exp.workload.slo_tpot_ms,
+                        rate=rate,
+                    )
+                    for arm in arms[turn:] + arms[:turn]
+                ]
     return cells
+
+
+def at_rate(exp: Experiment, rate: float | None) -> Experiment:
+    """The experiment as one cell of a rate sweep runs it: its workload at that rate."""
+    if rate is None:
+        return exp
+    return dataclasses.replace(exp, workload=dataclasses.replace(exp.workload, rate=rate, rates=()))
+
+
+def done_cells(st: Store, exp: Experiment, chip_id: str) -> set[tuple]:
+    """Keys (CellRecord.key) of the cells complete in the database for this declaration and chip."""
+    args = dict(experiment=exp.name, declaration_sha256=exp.sha256, chip_id=chip_id, quick=exp.quick)
+    return st.complete_sweep_cells(**args) if exp.workload.rates else st.complete_cells(**args)
 
 
 def run_cell(
@@ -93,7 +109,7 @@ def run_cell(
     if exp.workload.arrivals != "closed":
         return run_open_cell(runtime, stream, concurrency, exp, progress)
     w = exp.workload
-    owner: dict[int, tuple[int, int]] = {}  # runtime handle -> (client, request_id)
+    owner: dict[int, tuple[int, int, int]] = {}  # runtime handle -> (client, request_id, asked)
     sent = [0] * concurrency
     rows = CellRows()
     tokens = 0
@@ -102,10 +118,11 @@ def run_cell(
         i = sent[client]
         sent[client] += 1
         request_id = stream.request_id(client, i)
+        asked = stream.new_tokens(request_id)
         handle = runtime.submit(
-            stream.prompt(client, i), w.max_new_tokens, w.temperature, request_seed(exp.seed, request_id)
+            stream.prompt(client, i), asked, w.temperature, request_seed(exp.seed, request_id)
         )
-        owner[handle] = (client, request_id)
+        owner[handle] = (client, request_id, asked)
 
     runtime.begin_cell()
     t0 = time.perf_counter_ns()
@@ -116,11 +133,11 @@ def run_cell(
             finished = runtime.poll()
             now = time.perf_counter_ns()
             for ev in finished:
-                client, request_id = owner.pop(ev.handle)
+                client, request_id, asked = owner.pop(ev.handle)
                 tokens += ev.output_tokens
                 if needs_more(w, sent[client], now - t0, tokens):
                     submit(client)
-                rows.add(ev, request_id, client)
+                rows.add(ev, request_id, client, asked_tokens=asked)
                 if progress:
                     progress.update(len(rows.requests), tokens)
     finally:
@@ -178,13 +195,7 @@ def run_experiment(
         if stale:
             progress.note(f"marked {stale} run(s) left 'running' by a killed process as failed")
         chip_id = st.ensure_chip(fingerprint)
-        done = (
-            set()
-            if remeasure
-            else st.complete_cells(
-                experiment=exp.name, declaration_sha256=exp.sha256, chip_id=chip_id, quick=exp.quick
-            )
-        )
+        done = set() if remeasure else done_cells(st, exp, chip_id)
         todo = [c for c in cells if c.key not in done]
         summary.skipped = len(cells) - len(todo)
         if summary.skipped:
@@ -262,8 +273,15 @@ def _cell(
     cell_folders: CellFolders | None = None,
     machine: dict[str, float] | None = None,
 ) -> None:
+    exp = at_rate(exp, cell.rate)
     knobs = runtime.knobs if isinstance(runtime, Runtime) else exp.runtime_knobs(cell.arm)
-    run_id = st.begin_run(cell, knobs=knobs, **run)
+    run_id = st.begin_run(
+        cell,
+        knobs=knobs,
+        runtime_version=runtime.runtime_version if isinstance(runtime, Runtime) else None,
+        server_version=runtime.server_version() if isinstance(runtime, Runtime) else None,
+        **run,
+    )
     if machine:
         st.record_probe(run_id, machine)
     w = exp.workload

@@ -68,7 +68,14 @@ def run_open_cell(
             for ev in runtime.poll(wait_s):
                 a = owner.pop(ev.handle)
                 tokens += ev.output_tokens
-                rows.add(ev, a.request_id, a.client, arrival_ns=t0 + a.at_ns, label=a.label)
+                rows.add(
+                    ev,
+                    a.request_id,
+                    a.client,
+                    arrival_ns=t0 + a.at_ns,
+                    label=a.label,
+                    asked_tokens=a.max_new_tokens,
+                )
                 plan.finished(a.request_id, ev.done_ns - t0)
                 if progress:
                     progress.update(len(rows.requests), tokens)

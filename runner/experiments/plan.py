@@ -43,10 +43,8 @@ def plan(exp: Experiment, db: Path, remeasure: bool) -> dict:
     done: set = set()
     if not remeasure and Path(db).exists():
         with Store.open(db) as st:
-            done = st.complete_cells(
-                experiment=exp.name, declaration_sha256=exp.sha256, chip_id=chip_id, quick=exp.quick
-            )
-    todo = [c for c in cells if (c.arm, c.concurrency, c.round) not in done]
+            done = execute.done_cells(st, exp, chip_id)
+    todo = [c for c in cells if c.key not in done]
     seconds, basis = estimate(exp, todo)
     return {
         "experiment": exp.name,
@@ -54,7 +52,7 @@ def plan(exp: Experiment, db: Path, remeasure: bool) -> dict:
         "chip": {"chip_id": chip_id, **{k: fingerprint[k] for k in ("name", "device", "cores", "blas")}},
         "planned": len(cells),
         "complete_here": len(cells) - len(todo),
-        "todo": [[c.arm, c.concurrency, c.round] for c in todo],
+        "todo": [list(c.key) for c in todo],
         "todo_by_arm": {arm: sum(c.arm == arm for c in todo) for arm in exp.arms},
         "estimate_seconds": round(seconds, 1),
         "estimate_basis": basis,

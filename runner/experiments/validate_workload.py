@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from . import lengths
+
 WORKLOAD_KEYS = (
     "prompts",
     "requests_per_client",
@@ -35,9 +37,13 @@ WORKLOAD_KEYS = (
     "script",
     "slo",
     "aa",
+    "allow_short",
 )
 ARRIVALS = ("closed", "poisson", "script")
-POISSON_KEYS = ("process", "rate")
+POISSON_KEYS = ("process", "rate", "burstiness")
+PROCESSES = ("poisson", "gamma")  # gamma: burstiness 1 is Poisson, below 1 burstier (vLLM's meaning)
+MAX_BURSTINESS = 100.0
+MAX_SWEEP_RATES = 32
 SCRIPT_KEYS = ("at", "prompt_tokens", "max_new_tokens", "label", "lane")
 SLO_KEYS = ("ttft_ms", "tpot_ms")
 # Defaults sized so that every cell holds at least 2 s of timed work (one figure of a cell
@@ -61,7 +67,7 @@ def check_workload(c, table: dict | None, concurrency: list[int] | None) -> dict
         return {}
     p = "workload."
     c.unknown(table, p, WORKLOAD_KEYS)
-    form, rate = _arrivals(c, table.get("arrivals", "closed"), p + "arrivals")
+    form, rate, rates, burstiness = _arrivals(c, table.get("arrivals", "closed"), p + "arrivals")
     w = {
         "prompts": c.value(table, "prompts", p, "str"),
         "temperature": c.value(table, "temperature", p, "number", default=0.0, minimum=0),
@@ -87,6 +93,9 @@ def check_workload(c, table: dict | None, concurrency: list[int] | None) -> dict
         ),
         "arrivals": form or "closed",
         "rate": rate,
+        "rates": rates,
+        "burstiness": burstiness,
+        "allow_short": _allow_short(c, table, p),
     }
     w.update(_slo(c, table, p))
     scripted = form == "script"
@@ -114,13 +123,20 @@ def check_workload(c, table: dict | None, concurrency: list[int] | None) -> dict
             **({} if form == "closed" else {"default": DEFAULT_OPEN_REQUESTS}),
         )
     )
-    mnt = c.value(
-        table,
-        "max_new_tokens",
-        p,
-        "int",
-        minimum=1,
-        **({"default": None} if scripted or form is None else {}),
+    # A table draws each request's lengths (lengths.py); the bounds stand in for the fixed values.
+    dists = {k: _dist(c, table, p, k, scripted) for k in ("prompt_tokens", "max_new_tokens")}
+    w["prompt_dist"], w["new_tokens_dist"] = dists["prompt_tokens"], dists["max_new_tokens"]
+    mnt = (
+        dists["max_new_tokens"].max
+        if dists["max_new_tokens"]
+        else c.value(
+            table,
+            "max_new_tokens",
+            p,
+            "int",
+            minimum=1,
+            **({"default": None} if scripted or form is None else {}),
+        )
     )
     if scripted:
         w["script"] = _script(
@@ -150,7 +166,12 @@ def check_workload(c, table: dict | None, concurrency: list[int] | None) -> dict
 def _span(c, table: dict, p: str, shared: int | None, required: bool) -> tuple[int, int] | None:
     if "prompt_tokens" not in table and not required:
         return None
-    span = c.int_list(table, "prompt_tokens", p, 1)
+    given = table.get("prompt_tokens")
+    span = (
+        ([given["min"], given["max"]] if _dist(None, table, p, "prompt_tokens", False) else None)
+        if isinstance(given, dict)
+        else c.int_list(table, "prompt_tokens", p, 1)
+    )
     if span is not None and (len(span) != 2 or span[0] > span[1]):
         c.bad(p + "prompt_tokens", f"expected an inclusive range [low, high] with low <= high, got {span}")
         span = None
@@ -163,24 +184,52 @@ def _span(c, table: dict, p: str, shared: int | None, required: bool) -> tuple[i
     return tuple(span) if span else None
 
 
-def _arrivals(c, v, key: str) -> tuple[str | None, float | None]:
-    """(form, rate); (None, None) when the key is bad."""
+def _arrivals(c, v, key: str) -> tuple[str | None, float | None, tuple[float, ...], float | None]:
+    """(form, rate, swept rates, burstiness); (None, None, (), None) when the key is bad.
+    A list of rates is a sweep (a cell dimension; `rate` is then its first)."""
+    bad = (None, None, (), None)
     if isinstance(v, str) and v in ("closed", "script"):
-        return v, None
+        return v, None, (), None
     if v == "poisson":
         c.bad(key, f"poisson arrivals need a rate: arrivals = {_POISSON_EXAMPLE}")
-        return None, None
+        return bad
     if not isinstance(v, dict):
         c.bad(key, f'expected "closed", "script" or {_POISSON_EXAMPLE}, got {v!r}')
-        return None, None
+        return bad
     c.unknown(v, key + ".", POISSON_KEYS)
     process = v.get("process")
     if "process" not in v:
         c.bad(key + ".process", f"required key is missing (e.g. arrivals = {_POISSON_EXAMPLE})")
-    elif process != "poisson":
-        c.bad(key + ".process", f'the only arrival process is "poisson", got {process!r}')
-    rate = _positive(c, v, "rate", key + ".", MAX_RATE, required=True)
-    return ("poisson", rate) if process == "poisson" and rate is not None else (None, None)
+    elif process not in PROCESSES:
+        c.bad(key + ".process", f'expected "poisson" or "gamma", got {process!r}')
+    rates: tuple[float, ...] = ()
+    if isinstance(v.get("rate"), list):
+        rates = _rates(c, v["rate"], key + ".rate")
+        rate = rates[0] if rates else None
+    else:
+        rate = _positive(c, v, "rate", key + ".", MAX_RATE, required=True)
+    burstiness = None
+    if process == "gamma":
+        burstiness = _positive(c, v, "burstiness", key + ".", MAX_BURSTINESS, required=True)
+    elif "burstiness" in v:
+        c.bad(key + ".burstiness", 'only with process = "gamma" (Poisson arrivals have burstiness 1)')
+    ok = process in PROCESSES and rate is not None and (process == "poisson" or burstiness is not None)
+    return ("poisson", rate, rates, burstiness) if ok else bad
+
+
+def _rates(c, v: list, key: str) -> tuple[float, ...]:
+    """A sweep's rates: distinct positive numbers, at most MAX_SWEEP_RATES."""
+    ok = (
+        0 < len(v) <= MAX_SWEEP_RATES
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= MAX_RATE for x in v)
+        and len(set(v)) == len(v)
+    )
+    if not ok:
+        c.bad(
+            key, f"expected 1 to {MAX_SWEEP_RATES} distinct rates in (0, {MAX_RATE:g}] requests/s, got {v!r}"
+        )
+        return ()
+    return tuple(float(x) for x in v)
 
 
 def _positive(c, table: dict, key: str, prefix: str, maximum: float, required: bool = False):
@@ -290,3 +339,29 @@ def check_context(c, w: dict, checkpoint: Path | None) -> None:
                 f"the longest prompt ({high}) + max_new_tokens ({new}) "
                 f"exceeds the model's max_position_embeddings ({limit})",
             )
+
+
+def _allow_short(c, table: dict, p: str) -> bool:
+    """allow_short = true: claims may stand on cells whose requests came back shorter than
+    asked (a runtime that stops at end-of-sequence); by default such claims fail."""
+    v = table.get("allow_short", False)
+    if not isinstance(v, bool):
+        c.bad(p + "allow_short", f"expected true or false, got {v!r}")
+        return False
+    return v
+
+
+def _dist(c, table: dict, p: str, key: str, scripted: bool):
+    """The key's distribution when it is a table (None otherwise, or when it is wrong: the
+    problem goes to the checker `c`, when given)."""
+    value = table.get(key)
+    if not isinstance(value, dict):
+        return None
+    if scripted:
+        if c is not None:
+            c.bad(p + key, 'a distribution is not used with arrivals = "script" (each entry gives its own)')
+        return None
+    dist, problem = lengths.parse(value, p + key)
+    if problem and c is not None:
+        c.bad(*problem)
+    return dist

@@ -27,6 +27,7 @@ from tokenizers import Tokenizer
 
 from runner.prompts import PromptsError, read_prompts
 
+from .datasets import DatasetError, is_dataset, read_dataset
 from .declaration import Workload
 
 
@@ -74,6 +75,44 @@ class _TokenStream:
         return out
 
 
+class _Dataset:
+    """A request dataset (datasets.py), tokenised: each request's prompt ids (cut to
+    prompt_tokens' high end) and output length, in a seeded order; records whose prompt
+    is shorter than prompt_tokens' low end are left out, as benchmark tools filter them."""
+
+    def __init__(self, workload: Workload, seed: int, source: Path, tokenizer):
+        for refused, why in (
+            (workload.arrivals == "script", 'arrivals = "script" (each entry gives its own prompt)'),
+            (workload.shared_prefix_tokens > 0, "shared_prefix_tokens (each record is its own prompt)"),
+        ):
+            if refused:
+                raise WorkloadError(f"{source}: a request dataset cannot serve {why}")
+        try:
+            records = read_dataset(source)
+        except DatasetError as e:
+            raise WorkloadError(str(e)) from None
+        prompts = tokenizer.encode_batch([r.prompt for r in records], add_special_tokens=False)
+        outputs = tokenizer.encode_batch([r.output_text or "" for r in records], add_special_tokens=False)
+        low, high = workload.prompt_tokens
+        self.items = [
+            (tuple(p.ids[:high]), r.output_tokens if r.output_tokens is not None else len(o.ids))
+            for r, p, o in zip(records, prompts, outputs)
+            if len(p.ids) >= low
+        ]
+        self.items = [(p, n) for p, n in self.items if n >= 1]
+        if not self.items:
+            raise WorkloadError(
+                f"{source}: no record has a prompt of at least {low} tokens (prompt_tokens) and an output"
+            )
+        random.Random(seed).shuffle(self.items)
+
+    def prompt(self, request_id: int) -> list[int]:
+        return list(self.items[request_id % len(self.items)][0])
+
+    def new_tokens(self, request_id: int) -> int:
+        return self.items[request_id % len(self.items)][1]
+
+
 class PromptStream:
     """prompt(client, i) = the token ids of client's i-th request, for any i >= 0."""
 
@@ -82,16 +121,21 @@ class PromptStream:
             raise ValueError(f"a prompt stream is at least one client wide, got {width}")
         source = prompt_source(workload, checkpoint)
         tokenizer = Tokenizer.from_file(str(checkpoint / "tokenizer.json"))
+        self.width = width
+        self._new_dist, self._max_new = workload.new_tokens_dist, workload.max_new_tokens
+        self._new_rng, self._new_tokens = random.Random(seed * 1_000_003 + 28), []
+        self._data = _Dataset(workload, seed, source, tokenizer) if is_dataset(source) else None
+        if self._data is not None:
+            return
         encoded = tokenizer.encode_batch(read_texts(source), add_special_tokens=False)
         self._text = _TokenStream([e.ids for e in encoded], source)
         self._rng = random.Random(seed)
-        self.width = width
         self._shared = self._text.take(
             self._rng.randrange(len(self._text.docs)), workload.shared_prefix_tokens
         )
         self._order = list(range(len(self._text.docs)))
         self._rng.shuffle(self._order)
-        self._span = workload.prompt_tokens
+        self._span, self._prompt_dist = workload.prompt_tokens, workload.prompt_dist
         # Fail here, before any cell, when the longest prompt cannot be made from the text.
         self._text.take(0, self._span[1] - len(self._shared))
         self._lengths: list[int] = []
@@ -103,9 +147,24 @@ class PromptStream:
         return i * self.width + client
 
     def length(self, request_id: int) -> int:
+        if self._data is not None:
+            return len(self._data.prompt(request_id))
         while len(self._lengths) <= request_id:
-            self._lengths.append(self._rng.randint(*self._span))
+            dist = self._prompt_dist
+            self._lengths.append(dist.draw(self._rng) if dist else self._rng.randint(*self._span))
         return self._lengths[request_id]
+
+    def new_tokens(self, request_id: int) -> int:
+        """How many tokens request `request_id` asks for: its dataset record's output
+        length, a draw from max_new_tokens' distribution (its own seeded sequence), or
+        max_new_tokens; never more than max_new_tokens (--quick lowers it)."""
+        if self._data is not None:
+            return min(self._data.new_tokens(request_id), self._max_new)
+        if self._new_dist is None:
+            return self._max_new
+        while len(self._new_tokens) <= request_id:
+            self._new_tokens.append(self._new_dist.draw(self._new_rng))
+        return min(self._new_tokens[request_id], self._max_new)
 
     def prompt(self, client: int, i: int) -> list[int]:
         return self.prompt_of(self.request_id(client, i))
@@ -115,6 +174,8 @@ class PromptStream:
         whole prompt, shared prefix included, which must leave it tokens of its own)."""
         if request_id < 0:
             raise ValueError(f"request ids are >= 0, got {request_id}")
+        if self._data is not None:
+            return self._data.prompt(request_id)
         n = self.length(request_id) if length is None else length
         key = (request_id, n)
         if key not in self._prompts:

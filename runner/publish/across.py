@@ -70,6 +70,18 @@ def _cells_text(runs: list[LaterRun]) -> str:
     )
 
 
+def _versions_text(runs: list[LaterRun], ran: tuple[str, ...]) -> str:
+    if not ran:
+        return ""
+    arms = {}
+    for r in runs:
+        if r.runtime_versions:
+            arms.setdefault(r.runtime_versions, set()).add(r.arm)
+    return " with " + "; ".join(
+        f"{v} (arm{'s' if len(arms[v]) > 1 else ''} {', '.join(sorted(arms[v]))})" for v in ran
+    )
+
+
 def later_notes(
     experiment: str,
     runs: list[LaterRun],
@@ -78,17 +90,24 @@ def later_notes(
     home: list[Verdict],
     columns: dict[str, Column],
 ) -> list[Note]:
-    """runs: those started after the post's date. One note per (chip, code version);
-    columns: chip id -> its newest-data view."""
-    groups: dict[tuple[str, str], list[LaterRun]] = {}
+    """runs: those started after the post's date. One note per (chip, code version,
+    runtime versions), the runtime versions being those of the runs of that chip and code
+    version on that day (another mlx-lm makes another note, as another code version
+    does); columns: chip id -> its newest-data view."""
+    versions: dict[tuple, set[str]] = {}
     for r in runs:
-        groups.setdefault((r.chip_id, r.code_version), []).append(r)
+        if r.runtime_versions:
+            versions.setdefault((r.chip_id, r.code_version, r.day), set()).add(r.runtime_versions)
+    groups: dict[tuple, list[LaterRun]] = {}
+    for r in runs:
+        ran = tuple(sorted(versions.get((r.chip_id, r.code_version, r.day), ())))
+        groups.setdefault((r.chip_id, r.code_version, ran), []).append(r)
     notes = []
-    for (chip, code), rs in sorted(groups.items(), key=lambda kv: (max(r.day for r in kv[1]), kv[0])):
+    for (chip, code, ran), rs in sorted(groups.items(), key=lambda kv: (max(r.day for r in kv[1]), kv[0])):
         where = labels.get(chip, chip)
         text = (
             f"Measured after this post was written: experiment {experiment} on {where} "
-            f"at code version {code}, {_cells_text(rs)}. "
+            f"at code version {code}{_versions_text(rs, ran)}, {_cells_text(rs)}. "
         )
         col = columns.get(chip)
         if col is None or not home:

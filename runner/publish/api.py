@@ -14,10 +14,13 @@ see home.py).
 from __future__ import annotations
 
 from runner.publish import blocks, predicted_values, timelines
+from runner.publish import capacity_charts as load_charts
 from runner.publish import prediction_chart as prediction
 from runner.publish import traffic as traffic_choice
+from runner.publish.capacity_value import capacity_value
 from runner.publish.home import Pinned
 from runner.publish.postdata import PostData
+from runner.publish.quantiles import quantile_metric
 from runner.publish.templating import render_block
 
 
@@ -65,7 +68,15 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
     def drafted_by_width_chart(experiment=None):
         return block(experiment, blocks.drafted_by_width_chart)
 
-    def metric(name, arm, concurrency, chip=None, experiment=None, requests=None, as_of=None, data=None):
+    def metric(
+        name, arm, concurrency, chip=None, experiment=None, requests=None, as_of=None, data=None, q=None
+    ):
+        if q is not None:  # any percentile of a latency metric (quantiles.py)
+            return value(
+                experiment,
+                "value",
+                lambda d: quantile_metric(d, name, arm, concurrency, q, chip, requests, when(as_of, data)),
+            )
         return value(
             experiment, "value", lambda d: d.metric(name, arm, concurrency, chip, requests, when(as_of, data))
         )
@@ -147,7 +158,21 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
         d = data_of(experiment)
         return "" if d is None else traffic_choice.best_arm(d, profile, chip, when(as_of, data))
 
+    def capacity(arm, attainment=0.9, concurrency=None, chip=None, experiment=None, as_of=None):
+        return value(
+            experiment, "value", lambda d: capacity_value(d, arm, attainment, concurrency, chip, as_of)
+        )
+
+    def capacity_chart(metrics=load_charts.DEFAULT_METRICS, concurrency=None, experiment=None):
+        return block(experiment, lambda d: load_charts.capacity_chart(d, metrics, concurrency))
+
+    def pareto_chart(experiment=None):
+        return block(experiment, load_charts.pareto_chart)
+
     return {
+        "capacity": capacity,
+        "capacity_chart": capacity_chart,
+        "pareto_chart": pareto_chart,
         "regime_table": regime_table,
         "headline_table": headline_table,
         "chart": chart,

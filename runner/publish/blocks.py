@@ -72,6 +72,7 @@ def regime_table(
                         "measured": measured,
                         "cells": cells,
                         "busy": (chip, arm, conc) in data.busy,
+                        "short": data.short.get((chip, arm, conc)),
                     }
                 )
     # At most GROUP metric columns a table, so a table fits the page's content column.

@@ -39,12 +39,23 @@ METRICS: dict[str, MetricSpec] = {
         MetricSpec("acceptance", "acceptance", "", 3),
         MetricSpec("state_mb", "state / seq", "MB", 2),
         MetricSpec("max_state_mb", "max state / seq", "MB", 2),
+        # The figures `vllm bench serve` reports (export.py names them its way).
+        MetricSpec("ttft_mean_ms", "TTFT mean", "ms", 1),
+        MetricSpec("tpot_mean_ms", "TPOT mean", "ms", 2),
+        MetricSpec("itl_mean_ms", "ITL mean", "ms", 2),
+        MetricSpec("e2el_mean_ms", "latency mean", "ms", 1),
+        MetricSpec("e2el_p50_ms", "latency p50", "ms", 1),
+        MetricSpec("e2el_p90_ms", "latency p90", "ms", 1),
+        MetricSpec("e2el_p99_ms", "latency p99", "ms", 1),
+        MetricSpec("request_rps", "requests", "req/s", 2),
+        MetricSpec("completed", "completed", "", 0),
+        MetricSpec("short_requests", "short requests", "", 0),
     )
 }
 
 
 # From per-token rows (inter-token gaps): absent for a run whose runtime gave no token times.
-PER_TOKEN = ("itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "stall_max_ms")
+PER_TOKEN = ("itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "stall_max_ms", "itl_mean_ms")
 # Computed from per-pass rows: absent (NULL) for a run whose runtime records no passes.
 PER_PASS = ("passes", "drafted_passes", "acceptance", "state_mb", "max_state_mb")
 

@@ -29,6 +29,7 @@ from runner.publish.notes import Note, as_day, declared_notes
 from runner.publish.postdata import Failure, PostData, PostState, chip_labels
 from runner.publish.provenance import Downloads
 from runner.publish.rows import LaterRun
+from runner.publish.shortfall import declared_allow_short
 from runner.publish.templating import render_block, render_post_body
 from runner.publish.views import ViewCache
 
@@ -99,7 +100,15 @@ class _Post:
         for e, q in self.quick.items():
             arms, model = declared(self.declarations, e)
             out[e] = PostData(
-                state, self.views, e, q, base=base, judging=judging, labels=labels, declared_arms=arms
+                state,
+                self.views,
+                e,
+                q,
+                base=base,
+                judging=judging,
+                labels=labels,
+                declared_arms=arms,
+                allow_short=declared_allow_short(self.declarations, e),
             )
             out[e].model = Path(model).name
         return out

@@ -35,6 +35,7 @@ from runner.publish.metrics import METRICS, PER_PASS, unknown_metric_message
 from runner.publish.notes import as_day
 from runner.publish.regimes import Regimes, check_regimes
 from runner.publish.rows import ArmRuntime
+from runner.publish.shortfall import judge_short
 from runner.publish.templating import template_line
 from runner.publish.views import ViewCache
 
@@ -108,6 +109,7 @@ class PostData:
         judging: Judging | None = None,
         declared_arms: tuple[str, ...] = (),
         labels: dict[str, str] | None = None,
+        allow_short: bool = False,
     ):
         self.state, self.views = state, views
         self.reader, self.experiment, self.quick, self.as_of = views.reader, experiment, quick, None
@@ -119,6 +121,8 @@ class PostData:
         self.now = views.get(experiment, quick, None)
         self.cells = self.now.cells
         self.busy = self.reader.busy_cells(experiment, quick)
+        self.short = self.reader.short_cells(experiment, quick)  # (chip, arm, c) -> ShortCount
+        self.allow_short = allow_short
         self.regimes: Regimes = check_regimes(
             self.reader.layout(experiment, quick),
             self.now.measured,
@@ -347,7 +351,8 @@ class PostData:
                 line,
             )
             return Markup.escape(str(stated))
-        self.state.claim_cells |= self.state.cells_of.get(id(measured), set())
+        cells = self.state.cells_of.get(id(measured), set())
+        self.state.claim_cells |= cells
         verdict = judge(
             len(self.state.verdicts) + 1,
             str(stated),
@@ -355,6 +360,8 @@ class PostData:
             None if line is None else line + self.line_offset,
             self.state.missing_of.get(id(measured)),
         )
+        short = self.reader.short_cells(self.experiment, self.quick, self.cutoff(None)) if self.short else {}
+        verdict = judge_short(verdict, cells, short, self.allow_short)
         self.state.verdicts.append(verdict)
         told = measured.value is None and self.state.home_problem_told and self.judging.chip_id is None
         if not verdict.ok and not told:

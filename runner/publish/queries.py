@@ -61,8 +61,13 @@ from runner.publish.sql import (
     REQUEST_VALUES_SQL,
     RUN_SUMMARY_SQL,
     RUN_VALUES_SQL,
+    SHORT_CELLS_SQL,
+    SLO_MET_SQL,
+    SLO_SQL,
+    SWEEP_RATES_SQL,
     TIMELINE_SQL,
     UNSEEN_SQL,
+    at_rate,
     picked,
 )
 from runner.store.migrations import SCHEMA_VERSION
@@ -120,6 +125,14 @@ class ArmPolicy(NamedTuple):
     arm: str
     mtp: bool
     draft_policy: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShortCount:
+    """Requests of one cell (over its rounds) that came back shorter than asked, of all."""
+
+    short: int
+    requests: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,15 +195,21 @@ class Reader:
         ]
 
     def run_values(
-        self, experiment: str, quick: bool, as_of: datetime | None = None, label: str | None = None
+        self,
+        experiment: str,
+        quick: bool,
+        as_of: datetime | None = None,
+        label: str | None = None,
+        rate: float | None = None,
     ) -> dict[tuple, dict[str, float | None]]:
         """(chip, arm, concurrency, round) -> {metric: the run's value}; with `label`,
-        the request figures of the requests so labelled only."""
-        sql, p = judged(
-            RUN_VALUES_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of, "label": label}
-        )
+        the request figures of the requests so labelled only; with `rate`, that rate's
+        runs of a rate sweep."""
+        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": label, "rate": rate}
+        sql, p = judged(RUN_VALUES_SQL, p)
         return {
-            RunKey(c, a, int(k), int(r)): dict(zip(METRICS, vals)) for c, a, k, r, *vals in self._rows(sql, p)
+            RunKey(c, a, int(k), int(r)): dict(zip(METRICS, vals))
+            for c, a, k, r, *vals in self._rows(sql if rate is None else at_rate(sql), p)
         }
 
     def _blocks(self, sql: str, params: dict) -> list[tuple[RunKey, dict]]:
@@ -215,21 +234,27 @@ class Reader:
         ]
 
     def request_values(
-        self, experiment: str, quick: bool, as_of: datetime | None = None, label: str | None = None
+        self,
+        experiment: str,
+        quick: bool,
+        as_of: datetime | None = None,
+        label: str | None = None,
+        rate: float | None = None,
     ) -> dict[RunKey, dict]:
         """(chip, arm, concurrency, round) -> {column: (request ids, values)} as numpy
-        arrays, for the bootstrap (`intervals.py`): one value a request, and every
-        inter-token gap ("itl_ms", the ids repeat) with each request's longest ("stall_ms")."""
-        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": label}
+        arrays: one value a request, and every inter-token gap ("itl_ms", the ids repeat)
+        with each request's longest ("stall_ms"); with `rate`, that rate's runs."""
+        p = {"experiment": experiment, "quick": quick, "as_of": as_of, "label": label, "rate": rate}
+        swept = (lambda sql: sql) if rate is None else at_rate  # noqa: E731
         (request_sql, p), (gap_sql, _) = judged(REQUEST_VALUES_SQL, p), judged(GAP_VALUES_SQL, p)
         out: dict[RunKey, dict] = {}
-        for k, cols in self._blocks(request_sql, p):
+        for k, cols in self._blocks(swept(request_sql), p):
             ids = cols["request_id"].astype(np.int64)
             out[k] = {
                 c: (ids, np.asarray(cols[c], dtype=float))
-                for c in ("prefill_tps", "decode_tps", "ttft_ms", "tpot_ms")
+                for c in ("prefill_tps", "decode_tps", "ttft_ms", "tpot_ms", "e2el_ms")
             }
-        for k, cols in self._blocks(gap_sql, p):
+        for k, cols in self._blocks(swept(gap_sql), p):
             ids, gaps = cols["request_id"].astype(np.int64), np.asarray(cols["gap_ms"], dtype=float)
             firsts = np.concatenate([[0], np.nonzero(ids[1:] != ids[:-1])[0] + 1])
             run = out.setdefault(k, {})
@@ -311,13 +336,15 @@ class Reader:
             out.setdefault(what, []).append(value)
         return out
 
-    def declaration_cells(self, experiment: str, declaration: str) -> dict[ChipKey, set[CellRound]]:
-        """(chip name, chip id) -> {(arm, concurrency, round)} of complete full runs."""
-        out: dict[ChipKey, set[CellRound]] = {}
-        for name, chip_id, arm, conc, rnd in self._rows(
+    def declaration_cells(self, experiment: str, declaration: str) -> dict[ChipKey, set[tuple]]:
+        """(chip name, chip id) -> {(arm, concurrency, round[, rate])} of complete full runs
+        (the rate for a rate sweep's runs, as CellRecord.key has it)."""
+        out: dict[ChipKey, set[tuple]] = {}
+        for name, chip_id, arm, conc, rnd, rate in self._rows(
             DECLARATION_CELLS_SQL, {"experiment": experiment, "declaration": declaration}
         ):
-            out.setdefault(ChipKey(name, chip_id), set()).add(CellRound(arm, int(conc), int(rnd)))
+            key = CellRound(arm, int(conc), int(rnd))
+            out.setdefault(ChipKey(name, chip_id), set()).add(key if rate is None else (*key, float(rate)))
         return out
 
     def run_summary(self, experiment: str | None = None) -> RunSummary:
@@ -338,6 +365,37 @@ class Reader:
         p = {"experiment": experiment, "quick": quick, "as_of": None, **BUSY}
         return {CellKey(c, a, int(k)) for c, a, k in self._rows(BUSY_CELLS_SQL, p)}
 
+    def short_cells(
+        self, experiment: str, quick: bool, as_of: datetime | None = None
+    ) -> dict[tuple[str, str, int], ShortCount]:
+        """(chip_id, arm, concurrency) -> its short requests, for the cells that have any."""
+        sql, p = judged(SHORT_CELLS_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of})
+        return {(c, a, int(k)): ShortCount(int(s), int(n)) for c, a, k, s, n in self._rows(sql, p)}
+
+    def sweep_rates(self, experiment: str, quick: bool) -> list[float]:
+        """The rates of a rate sweep with complete runs (empty: not a sweep)."""
+        return [float(r) for (r,) in self._rows(SWEEP_RATES_SQL, {"experiment": experiment, "quick": quick})]
+
+    def slo(self, experiment: str, quick: bool) -> dict[str, float | None]:
+        """The declared SLO: {"ttft_ms": ..., "tpot_ms": ...} (None: not declared)."""
+        ttft, tpot = self._rows(SLO_SQL, {"experiment": experiment, "quick": quick})[0]
+        return {"ttft_ms": ttft, "tpot_ms": tpot}
+
+    def slo_met(self, experiment: str, quick: bool, as_of: datetime | None = None) -> dict:
+        """A rate sweep's SLO outcomes: (chip_id, arm, concurrency) -> rate -> round -> a 0/1
+        array (one entry a request, by request id); a cell whose runs declared no SLO has
+        NaN entries. Empty for an experiment without a sweep."""
+        out: dict[tuple, dict] = {}
+        rows = self._rows(*judged(SLO_MET_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of}))
+        grouped: dict[tuple, list] = {}
+        for chip, arm, conc, rate, rnd, _, met in rows:
+            grouped.setdefault((chip, arm, int(conc), float(rate), int(rnd)), []).append(
+                np.nan if met is None else float(met)
+            )
+        for (chip, arm, conc, rate, rnd), values in grouped.items():
+            out.setdefault((chip, arm, conc), {}).setdefault(rate, {})[rnd] = np.asarray(values)
+        return out
+
     def arm_runtimes(self, experiment: str, quick: bool) -> dict[str, ArmRuntime]:
         """arm -> (its runtime, whether its runs have per-pass rows)."""
         p = {"experiment": experiment, "quick": quick, "as_of": None}
@@ -347,8 +405,8 @@ class Reader:
         """Complete runs started at or after `since`."""
         p = {"experiment": experiment, "quick": quick, "since": since}
         return [
-            LaterRun(run_id, chip, arm, int(k), int(r), day, code)
-            for run_id, chip, arm, k, r, day, code in self._rows(REMEASURED_SQL, p)
+            LaterRun(run_id, chip, arm, int(k), int(r), day, code, ran)
+            for run_id, chip, arm, k, r, day, code, ran in self._rows(REMEASURED_SQL, p)
         ]
 
     def raw_tables(self, experiment: str, quick: bool) -> dict[str, pa.Table]:
@@ -363,8 +421,8 @@ class Reader:
             "WITH " + CHOSEN_RUNS + UNSEEN_SQL, {"experiment": experiment, "quick": quick, "as_of": cut}
         )
         return [
-            LaterRun(run_id, c, arm, int(k), int(r), day, code)
-            for run_id, c, arm, k, r, day, code in self._rows(sql, {**p, "chip": chip})
+            LaterRun(run_id, c, arm, int(k), int(r), day, code, ran)
+            for run_id, c, arm, k, r, day, code, ran in self._rows(sql, {**p, "chip": chip})
         ]
 
     def folders_of_chips(self, experiment: str, quick: bool, cut: Cutoff, chips: set[str]) -> list[str]:
@@ -415,3 +473,16 @@ def judged(sql: str, params: dict) -> tuple[str, dict]:
         "first_from": cut.first_from,
         "data": list(cut.data or ()),
     }
+
+
+class RateReader:
+    """What a View reads (run_values, request_values), of one rate of a rate sweep."""
+
+    def __init__(self, reader: Reader, rate: float):
+        self.reader, self.rate = reader, rate
+
+    def run_values(self, *args) -> dict:
+        return self.reader.run_values(*args, rate=self.rate)
+
+    def request_values(self, *args) -> dict:
+        return self.reader.request_values(*args, rate=self.rate)

@@ -94,3 +94,4 @@ class LaterRun(NamedTuple):
     round: int
     day: str  # its start, YYYY-MM-DD
     code_version: str
+    runtime_versions: str | None = None  # what ran it (runtime and server versions; None: ours)

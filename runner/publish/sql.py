@@ -24,6 +24,14 @@ chosen AS (
                                ORDER BY started_at DESC, run_id DESC) = 1
 )"""
 
+
+def at_rate(sql: str) -> str:
+    """The query over one rate of a rate sweep ($rate): its chosen runs are that rate's."""
+    where = "AND status = 'complete' AND quick = $quick"
+    assert where in sql, "at_rate: the query has no chosen runs"
+    return sql.replace(where, where + " AND rate = $rate")
+
+
 # $label (NULL: every request) keeps only the requests a scripted workload labelled so:
 # the figures of "the short requests" beside the long one.
 LABELLED = "($label::VARCHAR IS NULL OR q.label = $label)"
@@ -33,6 +41,7 @@ PREFILL_TPS = "q.prompt_tokens * 1e9 / nullif(q.first_token_ns - q.arrival_ns, 0
 DECODE_TPS = """CASE WHEN q.output_tokens > 1 THEN (q.output_tokens - 1) * 1e9
                  / nullif(q.done_ns - q.first_token_ns, 0) END"""
 TTFT_MS = "(q.first_token_ns - q.arrival_ns) / 1e6"
+E2EL_MS = "(q.done_ns - q.arrival_ns) / 1e6"  # end-to-end latency: arrival to last token
 TPOT_MS = (
     "CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6 / (q.output_tokens - 1) END"
 )
@@ -61,7 +70,7 @@ RUN_METRICS = (
 tok AS (
     SELECT run_id,
         quantile_cont(gap_ms, 0.5) AS itl_p50_ms, quantile_cont(gap_ms, 0.9) AS itl_p90_ms,
-        quantile_cont(gap_ms, 0.99) AS itl_p99_ms, max(gap_ms) AS stall_max_ms
+        quantile_cont(gap_ms, 0.99) AS itl_p99_ms, max(gap_ms) AS stall_max_ms, avg(gap_ms) AS itl_mean_ms
     FROM gap WHERE gap_ms IS NOT NULL
     GROUP BY run_id
 ),
@@ -95,7 +104,26 @@ req AS (
                              AND coalesce("""
     + TPOT_MS
     + """, 0) <= coalesce(c.slo_tpot_ms, 'infinity'::DOUBLE))
-            * 1e9 / nullif(max(q.done_ns) - min(q.arrival_ns), 0) END AS goodput_rps
+            * 1e9 / nullif(max(q.done_ns) - min(q.arrival_ns), 0) END AS goodput_rps,
+        avg("""
+    + TTFT_MS
+    + """) AS ttft_mean_ms,
+        avg("""
+    + TPOT_MS
+    + """) AS tpot_mean_ms,
+        avg("""
+    + E2EL_MS
+    + """) AS e2el_mean_ms,
+        """
+    + ",\n        ".join(
+        f"quantile_cont({E2EL_MS}, {q}) AS e2el_p{round(q * 100)}_ms" for q in (0.5, 0.9, 0.99)
+    )
+    + """,
+        count(*) * 1e9 / nullif(max(q.done_ns) - min(q.arrival_ns), 0) AS request_rps,
+        count(*) AS completed,
+        -- fewer output tokens than asked (asked_tokens NULL before schema 6: not counted)
+        CASE WHEN count(q.asked_tokens) > 0 THEN count(*) FILTER (WHERE q.output_tokens < q.asked_tokens)
+             END AS short_requests
     FROM requests q JOIN chosen c ON q.run_id = c.run_id
     WHERE """
     + LABELLED
@@ -158,6 +186,7 @@ SELECT c.chip_id, c.arm, c.concurrency, c.round, q.request_id,
             ("decode_tps", DECODE_TPS),
             ("ttft_ms", TTFT_MS),
             ("tpot_ms", TPOT_MS),
+            ("e2el_ms", E2EL_MS),
         )
     )
     + """
@@ -218,6 +247,10 @@ FROM chips ch JOIN runs r ON r.chip_id = ch.chip_id
 WHERE r.experiment = $experiment AND r.quick = $quick
 ORDER BY ch.name, ch.chip_id"""
 
+# What ran a run besides our code: the runtime's package and the server's own word
+# (schema version 6; empty for our engine's runs and for runs from before it).
+RUNTIME_VERSIONS = "concat_ws(', ', r.runtime_version, 'server ' || r.server_version)"
+
 PROVENANCE_SQL = (
     "WITH "
     + CHOSEN_RUNS
@@ -226,6 +259,9 @@ SELECT 'code_version' AS what, code_version AS value FROM chosen
 UNION SELECT 'model_sha256', model_sha256 FROM chosen
 UNION SELECT 'declaration_sha256', declaration_sha256 FROM chosen
 UNION SELECT 'run_date', strftime(started_at, '%Y-%m-%d') FROM chosen
+UNION SELECT 'runtime_version', arm || ': ' || """
+    + RUNTIME_VERSIONS.replace("r.", "")
+    + """ FROM chosen WHERE runtime_version IS NOT NULL OR server_version IS NOT NULL
 ORDER BY what, value"""
 )
 
@@ -259,10 +295,56 @@ ORDER BY 1, 2, 3"""
 # by more than one run's own threads could explain, or another tenant took CPU time.
 BUSY = {"busy_load_margin": 1.0, "busy_steal": 0.05, "busy_other": 0.25}
 
+# Cells holding requests that came back with fewer output tokens than they were asked
+# for (requests.asked_tokens, from schema version 6; NULL before it: not counted).
+SHORT_CELLS_SQL = (
+    "WITH "
+    + CHOSEN_RUNS
+    + """
+SELECT c.chip_id, c.arm, c.concurrency,
+       count(*) FILTER (WHERE q.output_tokens < q.asked_tokens) AS short, count(*) AS requests
+FROM requests q JOIN chosen c ON q.run_id = c.run_id
+GROUP BY ALL HAVING count(*) FILTER (WHERE q.output_tokens < q.asked_tokens) > 0
+ORDER BY 1, 2, 3"""
+)
+
+SWEEP_RATES_SQL = """
+SELECT DISTINCT rate FROM runs
+WHERE experiment = $experiment AND status = 'complete' AND quick = $quick AND rate IS NOT NULL
+ORDER BY rate"""
+
+# The SLO an experiment's runs declared (the largest, should declarations have differed).
+SLO_SQL = """
+SELECT max(slo_ttft_ms), max(slo_tpot_ms) FROM runs
+WHERE experiment = $experiment AND status = 'complete' AND quick = $quick"""
+
+# A rate sweep's requests and whether each met its run's declared SLO (NULL: none declared),
+# by chip, arm, concurrency, rate and round: the newest complete run of each such cell.
+SLO_MET_SQL = (
+    """
+WITH chosen AS (
+    SELECT * FROM runs
+    WHERE experiment = $experiment AND status = 'complete' AND quick = $quick AND rate IS NOT NULL
+      AND ($as_of::TIMESTAMP IS NULL OR started_at < $as_of::TIMESTAMP)
+    QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, rate, round
+                               ORDER BY started_at DESC, run_id DESC) = 1
+)
+SELECT c.chip_id, c.arm, c.concurrency, c.rate, c.round, q.request_id,
+       CASE WHEN c.slo_ttft_ms IS NOT NULL OR c.slo_tpot_ms IS NOT NULL THEN
+           ("""
+    + TTFT_MS
+    + """ <= coalesce(c.slo_ttft_ms, 'infinity'::DOUBLE)
+            AND coalesce("""
+    + TPOT_MS
+    + """, 0) <= coalesce(c.slo_tpot_ms, 'infinity'::DOUBLE)) END AS met
+FROM requests q JOIN chosen c ON q.run_id = c.run_id
+ORDER BY 1, 2, 3, 4, 5, 6"""
+)
+
 # What `make report` needs to decide whether to measure: cells of one declaration's
 # complete full runs by chip, and the experiment's run count and newest finish.
 DECLARATION_CELLS_SQL = """
-SELECT ch.name, r.chip_id, r.arm, r.concurrency, r.round FROM runs r JOIN chips ch USING (chip_id)
+SELECT ch.name, r.chip_id, r.arm, r.concurrency, r.round, r.rate FROM runs r JOIN chips ch USING (chip_id)
 WHERE r.experiment = $experiment AND r.declaration_sha256 = $declaration
   AND r.status = 'complete' AND NOT r.quick
 ORDER BY 1, 2, 3, 4, 5"""
@@ -292,13 +374,17 @@ SELECT c.arm,
 FROM chosen c GROUP BY c.arm ORDER BY c.arm"""
 )
 
-REMEASURED_SQL = """
+REMEASURED_SQL = (
+    """
 SELECT r.run_id, r.chip_id, r.arm, r.concurrency, r.round,
-       strftime(r.started_at, '%Y-%m-%d') AS day, r.code_version
+       strftime(r.started_at, '%Y-%m-%d') AS day, r.code_version, """
+    + RUNTIME_VERSIONS
+    + """ AS runtime_versions
 FROM runs r
 WHERE r.experiment = $experiment AND r.status = 'complete' AND r.quick = $quick
   AND r.started_at >= $since::TIMESTAMP
 ORDER BY r.started_at, r.run_id"""
+)
 
 RAW_SQL = {
     "runs": "WITH "
@@ -414,15 +500,19 @@ def picked(sql: str, pinned: bool) -> str:
 
 # The home chip's runs a judging view passed over: measured after its earliest run and
 # before its cutoff (a re-measurement the same day), shaped as REMEASURED_SQL's rows.
-UNSEEN_SQL = """
+UNSEEN_SQL = (
+    """
 SELECT r.run_id, r.chip_id, r.arm, r.concurrency, r.round,
-       strftime(r.started_at, '%Y-%m-%d') AS day, r.code_version
+       strftime(r.started_at, '%Y-%m-%d') AS day, r.code_version, """
+    + RUNTIME_VERSIONS
+    + """ AS runtime_versions
 FROM runs r
 WHERE r.experiment = $experiment AND r.status = 'complete' AND r.quick = $quick AND r.chip_id = $chip
   AND ($as_of::TIMESTAMP IS NULL OR r.started_at < $as_of::TIMESTAMP)
   AND r.run_id NOT IN (SELECT run_id FROM chosen)
   AND r.started_at > (SELECT min(started_at) FROM chosen WHERE chip_id = $chip)
 ORDER BY r.started_at, r.run_id"""
+)
 
 # The measurement folders of a view's runs on the given chips (what `runner pin` writes).
 FOLDERS_OF_CHIPS_SQL = """

@@ -57,6 +57,8 @@ class View:
         label: str | None = None,
     ):
         self.experiment, self.quick, self.as_of, self.label = experiment, quick, as_of, label
+        self.reader = reader
+        self._requests: dict | None = None
         self.runs = reader.run_values(experiment, quick, as_of, label)
         self.intervals = Intervals(self.runs)
         self.cells = CellMap(self.intervals, self.runs)
@@ -65,6 +67,14 @@ class View:
 
     def compare(self, metric: str, chip: str, arm: str, base: str, conc: int, kind: str) -> Estimate:
         return self.intervals.compare(metric, chip, arm, base, conc, kind)
+
+    @property
+    def requests(self) -> dict:
+        """RunKey -> column -> (request ids, values): each run's per-request figures, read
+        only when a figure needs them (a post's own percentile, quantiles.py)."""
+        if self._requests is None:
+            self._requests = self.reader.request_values(self.experiment, self.quick, self.as_of, self.label)
+        return self._requests
 
 
 class ViewCache:

@@ -49,11 +49,19 @@ class Runtime:
     """Base class: the generic warm-up, and no per-pass rows unless a runtime has them."""
 
     name = "runtime"
+    # The package it runs on, e.g. "mlx-lm 0.32.2" (None: our engine, whose version is the
+    # run's code_version), stored with each run (runs.runtime_version).
+    runtime_version: str | None = None
 
     def __init__(self, knobs: dict, checkpoint: Path):
         self.knobs = knobs  # stored as the run's knobs JSON
         self.checkpoint = checkpoint
         self.ceiling = int(knobs["max_batch_size"])
+
+    def server_version(self) -> str | None:
+        """The version a server reports for itself (runs.server_version); None: no server,
+        or it reported none. Asked after warm-up, when a server has answered requests."""
+        return None
 
     def where(self) -> str:
         """How fault lines name this runtime, e.g. 'openai at http://127.0.0.1:8080/v1'."""

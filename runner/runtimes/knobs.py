@@ -47,6 +47,8 @@ KNOBS: dict[str, dict[str, object]] = {
         "max_batch_size": _REQUIRED,
         "served_model": None,
         "read_timeout_s": READ_TIMEOUT_S,
+        # send ignore_eos and min_tokens (runtimes/fair.py); false for a server refusing them
+        "exact_length": True,
     },
 }
 ENGINE_KNOBS = tuple(EngineConfig.__dataclass_fields__)
@@ -124,6 +126,8 @@ def _value(knob: str, v, checkpoint: Path | None) -> tuple[object, str | None]:
             return parse_bytes(v, knob), None
         except ValueError as e:
             return None, str(e)
+    if knob == "exact_length":
+        return (v, None) if isinstance(v, bool) else (None, f"expected true or false, got {v!r}")
     if knob == "served_model":
         ok = isinstance(v, str) and v.strip()
         return (v, None) if ok else (None, f"expected the model name the server serves, got {v!r}")

@@ -20,6 +20,7 @@ from collections import deque
 from pathlib import Path
 
 from .base import Finished, Runtime
+from .fair import package_version
 from .knobs import draft_path
 
 
@@ -47,6 +48,7 @@ class _Live:
 
 class MlxLm(Runtime):
     name = "mlx-lm"
+    runtime_version = package_version("mlx-lm")
 
     def __init__(self, knobs: dict, checkpoint: Path):
         super().__init__(knobs, checkpoint)

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from tokenizers import Tokenizer
 
 from .base import Finished, Runtime, RuntimeFault
+from .fair import banned_eos_bias, eos_token_ids, exact_length_fields, probe_server_version
 
 POLL_SECONDS = 1.0  # how long poll() waits for a finish before handing control back (at most)
 
@@ -50,6 +51,24 @@ class OpenAI(Runtime):
         self._done: queue.Queue = queue.Queue()
         self._epoch = 0  # results of an abandoned cell are dropped
         self._in_flight: set[int] = set()
+        self._fingerprint: str | None = None  # the system_fingerprint its answers carry
+        self._reported: list[str | None] = []  # GET /version's answer, once asked
+        self._eos = eos_token_ids(checkpoint)
+
+    def length_fields(self, max_new_tokens: int) -> dict:
+        """Fields asking for exactly max_new_tokens (fair.py): ignore_eos and min_tokens, and
+        the checkpoint's end-of-sequence ids banned by logit_bias for a server that takes
+        neither (mlx_lm.server); none with exact_length = false."""
+        if not self.knobs.get("exact_length", True):
+            return {}
+        return {**exact_length_fields(max_new_tokens), **banned_eos_bias(self._eos)}
+
+    def server_version(self) -> str | None:
+        if not self._reported:  # the server root's /version (vLLM's), asked once
+            root = self._path[: -len("/completions")]
+            root = root[: -len("/v1")] if root.endswith("/v1") else root
+            self._reported.append(probe_server_version(self._host, self._port, self._https, root))
+        return self._reported[0] or self._fingerprint
 
     def where(self) -> str:
         return f"{self.name} at {self.base_url}"
@@ -76,6 +95,7 @@ class OpenAI(Runtime):
             "temperature": float(temperature),
             "stream": True,
             "stream_options": {"include_usage": True},
+            **self.length_fields(max_new_tokens),
         }
         if self.knobs.get("served_model"):
             body["model"] = self.knobs["served_model"]
@@ -179,6 +199,8 @@ class OpenAI(Runtime):
                 raise self.fault(f"sent a stream line that is not JSON: {data[:80]!r}") from None
             if not isinstance(chunk, dict):
                 raise self.fault(f"sent a stream line that is not a JSON object: {data[:80]!r}")
+            if isinstance(chunk.get("system_fingerprint"), str):
+                self._fingerprint = chunk["system_fingerprint"][:200]
             if chunk.get("error"):
                 raise self.fault(f"reported an error mid-stream: {str(chunk['error'])[:200]}")
             for choice in chunk.get("choices") or []:

@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from .fair import banned_eos_bias, package_version
 from .knobs import draft_path
 from .openai import OpenAI
 
@@ -90,6 +91,14 @@ EXIT_GRACE_S = 2.0
 
 class MlxLmServer(OpenAI):
     name = "mlx-lm-server"
+    runtime_version = package_version("mlx-lm")  # the package the runner starts it from
+
+    def length_fields(self, max_new_tokens: int) -> dict:
+        # mlx_lm.server takes no ignore_eos or min_tokens: its end-of-sequence ids are banned.
+        return banned_eos_bias(self._eos)
+
+    def server_version(self) -> str | None:
+        return self._fingerprint  # it has no /version; its answers carry system_fingerprint
 
     def __init__(self, knobs: dict, checkpoint: Path):
         self.proc: subprocess.Popen | None = None

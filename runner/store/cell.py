@@ -1,6 +1,7 @@
 """A cell as the store records it.
 
-- `CellRecord` is one cell of an experiment: its key (arm, concurrency, round) and what
+- `CellRecord` is one cell of an experiment: its key (arm, concurrency, round, and the
+  offered rate in a rate sweep) and what
   its run row holds about it from the declaration (experiment, declaration hash, seed,
   quick, runtime, SLO).
 - The planner (`experiments.execute.plan_cells`) builds one per cell, the executor passes
@@ -28,8 +29,11 @@ class CellRecord:
     runtime: str = "bothrows"
     slo_ttft_ms: float | None = None  # the declared service-level objective (None: none)
     slo_tpot_ms: float | None = None
+    rate: float | None = None  # a rate sweep's offered rate, requests/s (None: not a sweep)
 
     @property
-    def key(self) -> tuple[str, int, int]:
-        """(arm, concurrency, round): what `Store.complete_cells` answers in."""
-        return (self.arm, self.concurrency, self.round)
+    def key(self) -> tuple:
+        """(arm, concurrency, round), and the rate in a sweep: what `Store.complete_cells`
+        and `complete_sweep_cells` answer in."""
+        base = (self.arm, self.concurrency, self.round)
+        return base if self.rate is None else (*base, self.rate)

@@ -55,6 +55,17 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE runs ADD COLUMN probe_decode_gflops DOUBLE;   -- decode-sized small-row products
     ALTER TABLE runs ADD COLUMN probe_read_gbps DOUBLE;       -- a memory read
     """,
+    # Fair lengths and runtime versions (issue 28): how many output tokens each request was
+    # asked for (a request with fewer came back short: NULL for requests from before this
+    # column, whose count was not kept), and the runtime's version as it ran the run (the
+    # package it runs on, e.g. "mlx-lm 0.32.2"; NULL for our engine, whose version is
+    # code_version) and the version a server reported (NULL: not reported or no server).
+    6: """
+    ALTER TABLE requests ADD COLUMN asked_tokens INTEGER;
+    ALTER TABLE runs ADD COLUMN runtime_version VARCHAR;
+    ALTER TABLE runs ADD COLUMN server_version VARCHAR;
+    ALTER TABLE runs ADD COLUMN rate DOUBLE;  -- a rate sweep's cell: its offered rate (NULL: none)
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 # Columns later migrations added, with their Arrow types: rows exported before a migration
@@ -71,6 +82,9 @@ ADDED_COLUMNS: dict[str, dict[str, pa.DataType]] = {
         "probe_prefill_gflops": pa.float64(),
         "probe_decode_gflops": pa.float64(),
         "probe_read_gbps": pa.float64(),
+        "runtime_version": pa.string(),
+        "server_version": pa.string(),
+        "rate": pa.float64(),
     },
-    "requests": {"label": pa.string()},
+    "requests": {"label": pa.string(), "asked_tokens": pa.int32()},
 }

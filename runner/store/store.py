@@ -46,10 +46,11 @@ REQUEST_SCHEMA = pa.schema(
         ("done_ns", pa.int64()),
         ("output_sha256", pa.string()),
         ("label", pa.string()),
+        ("asked_tokens", pa.int32()),
     ]
 )
 # Request columns a caller may leave out (NULL): added after callers that do not know them.
-OPTIONAL_REQUEST_COLUMNS = ("label",)
+OPTIONAL_REQUEST_COLUMNS = ("label", "asked_tokens")
 TOKEN_SCHEMA = pa.schema([("request_id", pa.int32()), ("token_index", pa.int32()), ("t_ns", pa.int64())])
 PASS_SCHEMA = pa.schema(
     [
@@ -168,7 +169,14 @@ class Store:
                 f"database {self.path} has schema version {current}, newer than this "
                 f"bothrows understands ({SCHEMA_VERSION}); update bothrows"
             )
-        for version in range(current + 1, SCHEMA_VERSION + 1):
+        # Every migration not yet applied, in order: numbers are assigned per issue, so a
+        # branch may hold 6 before 5 exists, and a database migrated there later gets 5.
+        applied = (
+            {int(v) for (v,) in self.con.execute("SELECT version FROM schema_version").fetchall()}
+            if current
+            else set()
+        )
+        for version in sorted(v for v in MIGRATIONS if v not in applied):
             with self.transaction():
                 self.con.execute(MIGRATIONS[version])
                 self.con.execute("INSERT INTO schema_version VALUES (?)", [version])
@@ -213,8 +221,11 @@ class Store:
         code_version: str,
         knobs: dict,
         started_at: datetime | None = None,
+        runtime_version: str | None = None,
+        server_version: str | None = None,
     ) -> str:
-        """A new 'running' run of `cell` on this chip; knobs: what its runtime ran with."""
+        """A new 'running' run of `cell` on this chip; knobs: what its runtime ran with;
+        runtime_version / server_version: what ran it (None: not known or not a server)."""
         if not self._one("SELECT 1 FROM chips WHERE chip_id = ?", [chip_id]):
             raise StoreError(f"begin_run: chip {chip_id!r} is not in the database; call ensure_chip first")
         for key, value in (("slo_ttft_ms", cell.slo_ttft_ms), ("slo_tpot_ms", cell.slo_tpot_ms)):
@@ -224,8 +235,8 @@ class Store:
         self.con.execute(  # columns named: later migrations append columns to the table
             "INSERT INTO runs (run_id, experiment, declaration_sha256, arm, concurrency, round, "
             "chip_id, model_sha256, code_version, knobs, seed, quick, started_at, finished_at, "
-            "status, runtime, slo_ttft_ms, slo_tpot_ms) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running', ?, ?, ?)",
+            "status, runtime, slo_ttft_ms, slo_tpot_ms, runtime_version, server_version, rate) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running', ?, ?, ?, ?, ?, ?)",
             [
                 run_id,
                 cell.experiment,
@@ -243,6 +254,9 @@ class Store:
                 str(cell.runtime),
                 cell.slo_ttft_ms,
                 cell.slo_tpot_ms,
+                runtime_version,
+                server_version,
+                cell.rate,
             ],
         )
         return run_id
@@ -405,3 +419,14 @@ class Store:
             [experiment, declaration_sha256, chip_id, bool(quick)],
         ).fetchall()
         return {(a, int(c), int(r)) for a, c, r in rows}
+
+    def complete_sweep_cells(
+        self, *, experiment: str, declaration_sha256: str, chip_id: str, quick: bool
+    ) -> set[tuple[str, int, int, float | None]]:
+        """(arm, concurrency, round, rate) of the complete runs, for a rate sweep's cells."""
+        rows = self.con.execute(
+            "SELECT arm, concurrency, round, rate FROM runs WHERE status = 'complete' AND experiment = ? "
+            "AND declaration_sha256 = ? AND chip_id = ? AND quick = ?",
+            [experiment, declaration_sha256, chip_id, bool(quick)],
+        ).fetchall()
+        return {(a, int(c), int(r), None if x is None else float(x)) for a, c, r, x in rows}

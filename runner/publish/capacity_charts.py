@@ -1,0 +1,177 @@
+"""The load charts of a post: `capacity_chart()` and `pareto_chart()`.
+
+- capacity_chart(metrics=..., concurrency=None): each metric (goodput and the SLO
+  metrics' p90/p99 by default) against the offered rate of a rate sweep, one panel per
+  chip, one line per arm with its 95% intervals, the declared SLO drawn as a dashed line
+  on the TTFT and TPOT charts. At the sweep's largest concurrency unless one is named.
+- pareto_chart(): per-user decode speed (decode_tps) against aggregate throughput
+  (aggregate_tps), one point per concurrency (and per rate in a sweep), per arm and chip:
+  how much speed each user gives up for how much throughput.
+Figures come from charts.panel_figure; values from views.View, per rate through
+queries.RateReader. Nothing here queries SQL itself.
+"""
+
+from __future__ import annotations
+
+from markupsafe import Markup
+
+from runner.publish import charts, queries, sql
+from runner.publish.metrics import METRICS
+from runner.publish.templating import render_block
+from runner.publish.views import View
+
+DEFAULT_METRICS = ("goodput_rps", "ttft_p90_ms", "ttft_p99_ms", "tpot_p90_ms", "tpot_p99_ms")
+
+
+def _rate_views(data) -> dict[float, View]:
+    rates = data.reader.sweep_rates(data.experiment, data.quick)
+    return {r: View(queries.RateReader(data.reader, r), data.experiment, data.quick, None) for r in rates}
+
+
+def _not_drawn(data, why: str) -> Markup:
+    data.fail(why)
+    return data.token(render_block("block_error.html", message="chart not drawn"), "")
+
+
+def _point(cell) -> tuple:
+    return cell.mean, cell.mean if cell.lo is None else cell.lo, cell.mean if cell.hi is None else cell.hi
+
+
+def _slo_line(fig: dict, n_panels: int, y: float) -> None:
+    for i in range(n_panels):
+        suffix = "" if i == 0 else str(i + 1)
+        fig["layout"]["shapes"].append(
+            {
+                "type": "line",
+                "xref": f"x{suffix} domain",
+                "yref": f"y{suffix}",
+                "x0": 0,
+                "x1": 1,
+                "y0": y,
+                "y1": y,
+                "line": {"dash": "dash", "width": 1, "color": "#d62728"},
+            }
+        )
+
+
+def capacity_chart(data, metrics=DEFAULT_METRICS, concurrency=None) -> Markup:
+    views = _rate_views(data)
+    if not views:
+        return _not_drawn(
+            data, "capacity_chart: the experiment has no rate sweep (arrivals.rate must be a list)"
+        )
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown:
+        return _not_drawn(data, f"capacity_chart: unknown metric {unknown[0]!r}")
+    rates = sorted(views)
+    concs = sorted({k for v in views.values() for (_, _, k) in v.measured})
+    conc = int(concurrency) if concurrency is not None else concs[-1]
+    chips = sorted({c for v in views.values() for (c, _, _) in v.measured})
+    slo = data.reader.slo(data.experiment, data.quick)
+    html = []
+    for metric in metrics:
+        spec = METRICS[metric]
+        series = []
+        for chip in chips:
+            for arm in data.arm_order:
+                pts = [(r, views[r].cells.get((chip, arm, conc, metric))) for r in rates]
+                pts = [(r, _point(c)) for r, c in pts if c is not None and c.mean is not None]
+                series.append(
+                    charts.Series(
+                        chip,
+                        arm,
+                        tuple(r for r, _ in pts),
+                        tuple(p[0] for _, p in pts),
+                        tuple(p[1] for _, p in pts),
+                        tuple(p[2] for _, p in pts),
+                    )
+                )
+        fig = charts.panel_figure(
+            series,
+            [(c, data.chip_names.get(c, c)) for c in chips],
+            list(data.arm_order),
+            {},
+            "offered rate (req/s)",
+            f"{spec.label} ({spec.unit})" if spec.unit else spec.label,
+            [(r, f"{r:g}") for r in rates],
+        )
+        limit = (
+            slo.get("ttft_ms")
+            if metric.startswith("ttft")
+            else slo.get("tpot_ms")
+            if metric.startswith("tpot")
+            else None
+        )
+        if limit is not None:
+            _slo_line(fig, len(chips), limit)
+        html.append(
+            render_block(
+                "chart.html",
+                div_id=charts.chart_id(data.key, "capacity", metric, conc, len(data.state.blocks), len(html)),
+                figure=charts.figure_json(fig),
+                caption=f"{spec.label} by offered rate at concurrency {conc}, one panel per chip; bars show "
+                "the 95% interval" + ("; the dashed line is the declared SLO" if limit is not None else ""),
+                sql_href=data.register_sql(
+                    "capacity", sql.inline_sql(sql.at_rate(sql.RUN_VALUES_SQL), data.params)
+                ),
+            )
+        )
+    return data.token("".join(html), "")
+
+
+def pareto_chart(data) -> Markup:
+    views = _rate_views(data) or {None: data.now}
+    chips = sorted({c for v in views.values() for (c, _, _) in v.measured})
+    series = []
+    for chip in chips:
+        for arm in data.arm_order:
+            pts = []
+            for view in views.values():
+                for c, a, k in sorted(view.measured):
+                    agg, dec = (
+                        view.cells.get((c, a, k, "aggregate_tps")),
+                        view.cells.get((c, a, k, "decode_tps")),
+                    )
+                    if (
+                        c == chip
+                        and a == arm
+                        and agg is not None
+                        and dec is not None
+                        and dec.mean is not None
+                    ):
+                        pts.append((agg.mean, _point(dec)))
+            pts.sort()
+            series.append(
+                charts.Series(
+                    chip,
+                    arm,
+                    tuple(round(x, 6) for x, _ in pts),
+                    tuple(p[0] for _, p in pts),
+                    tuple(p[1] for _, p in pts),
+                    tuple(p[2] for _, p in pts),
+                )
+            )
+    fig = charts.panel_figure(
+        series,
+        [(c, data.chip_names.get(c, c)) for c in chips],
+        list(data.arm_order),
+        {},
+        "aggregate throughput (tok/s)",
+        "decode / user (tok/s)",
+        [],
+    )
+    for name, axis in fig["layout"].items():
+        if name.startswith("xaxis"):
+            axis.pop("tickvals", None)
+            axis.pop("ticktext", None)
+            axis["rangemode"] = "tozero"
+    what = "concurrency and offered rate" if None not in views else "concurrency"
+    html = render_block(
+        "chart.html",
+        div_id=charts.chart_id(data.key, "pareto", len(data.state.blocks)),
+        figure=charts.figure_json(fig),
+        caption=f"Per-user decode speed against aggregate throughput, one point per {what}, "
+        "one panel per chip; bars show the 95% interval of the decode speed",
+        sql_href=data.register_sql("pareto", sql.inline_sql(sql.RUN_VALUES_SQL, data.params)),
+    )
+    return data.token(html, "")

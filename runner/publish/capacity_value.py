@@ -1,0 +1,51 @@
+"""`capacity(arm=..., attainment=0.9)` in a post body: the capacity.py figure of one arm's
+rate sweep, as a claimable value (requests per second, with its interval).
+
+The value reads the judging view (the home chip's data as of the post's date). At the
+experiment's largest concurrency unless `concurrency=` names another. When the SLO held at
+every swept rate there is no number to claim: the value is absent, and a claim on it
+fails saying "at least" the top rate; when it failed already at the lowest rate, it says
+so. This module reads through PostData and queries.Reader; it renders nothing.
+"""
+
+from __future__ import annotations
+
+from runner.publish.capacity import capacity as compute
+from runner.publish.claims import Measured
+
+
+def capacity_value(
+    data, arm: str, attainment: float = 0.9, concurrency=None, chip=None, as_of=None
+) -> Measured:
+    chip_id, cutoff = data.chip_for(chip), data.cutoff(as_of)
+    where = data.label_of(chip_id, chip, cutoff)
+    sweep = data.reader.slo_met(data.experiment, data.quick, cutoff) if chip_id else {}
+    concs = sorted({c for (k, a, c) in sweep if k == chip_id and a == arm})
+    conc = int(concurrency) if concurrency is not None else (concs[-1] if concs else None)
+    what = f"capacity of {arm} at {attainment:.0%} SLO attainment, concurrency {conc}, on {where}"
+
+    def absent(reason: str) -> Measured:
+        m = Measured(None, None, None, 0, "value", what, 2, "req/s")
+        data.state.missing_of[id(m)] = reason
+        return m
+
+    if not isinstance(attainment, (int, float)) or not 0 < attainment <= 1:
+        data.fail(f"capacity: attainment is a share in (0, 1], got {attainment!r}")
+        return absent("attainment is not a share")
+    if not data.arm_ok(arm) or chip_id is None:
+        return absent("no data behind this claim")
+    met = sweep.get((chip_id, arm, conc))
+    if not met:
+        return absent(f"no rate sweep of arm {arm} at concurrency {conc} (arrivals.rate must be a list)")
+    if any(v.size and v[0] != v[0] for rounds in met.values() for v in rounds.values()):  # NaN: no SLO
+        return absent("the experiment declares no SLO ([workload.slo])")
+    cap = compute(met, float(attainment), f"{data.experiment}\n{chip_id}\n{conc}")
+    top = f"{cap.rates[-1]:g} req/s"
+    if cap.at_least:
+        return absent(f"the SLO held at every swept rate: capacity is at least the top rate, {top}")
+    if cap.below:
+        return absent(f"the SLO failed already at the lowest rate, {cap.rates[0]:g} req/s")
+    n_rounds = max(len(r) for r in met.values())
+    m = Measured(cap.value, cap.lo, cap.hi, n_rounds, "value", what, 2, "req/s")
+    data.state.cells_of[id(m)] = {(data.experiment, chip_id, arm, conc)}
+    return m

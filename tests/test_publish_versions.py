@@ -1,0 +1,51 @@
+"""Runtime versions on a page: provenance lists them, and a later measurement under another
+runtime version gets its own dated note, as another code version does (real mkdocs builds)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import duckdb
+from fixture_db import DEFAULT_CHIPS, build_fixture, remeasure
+from publish_project import build_site, post_text, write_project
+
+
+def set_versions(db, run_ids: list[str], runtime: str | None, server: str | None) -> None:
+    con = duckdb.connect(str(db))  # test data written directly, on a database the store migrated
+    try:
+        con.execute(
+            "UPDATE runs SET runtime_version = ?, server_version = ? WHERE run_id IN (SELECT unnest(?))",
+            [runtime, server, run_ids],
+        )
+    finally:
+        con.close()
+
+
+def test_another_runtime_version_gets_its_own_note_and_provenance_lists_it(tmp_path):
+    db = tmp_path / "v.duckdb"
+    build_fixture(db, passes_per_run=10)
+    m1 = DEFAULT_CHIPS[0]
+    first = remeasure(db, m1, "on", 1, speedup=1.0, day=datetime(2026, 12, 3))
+    second = remeasure(db, m1, "on", 1, speedup=1.0, day=datetime(2026, 12, 5), seed=2)
+    set_versions(db, first, "mlx-lm 0.32.2", None)
+    set_versions(db, second, "mlx-lm 0.33.0", "0.33.0-0.33.1-Linux")
+    config = write_project(tmp_path, db, {"p.md": post_text(stated="+25%")})
+    result = build_site(config, strict=False)
+    html = next((result.site / "blog").glob("20*/**/index.html")).read_text()
+    assert "Update 2026-12-03 (automatic)" in html and "Update 2026-12-05 (automatic)" in html
+    assert "at code version def5678 with mlx-lm 0.32.2 (arm on), 1 cell" in html
+    assert "at code version def5678 with mlx-lm 0.33.0, server 0.33.0-0.33.1-Linux (arm on), 1 cell" in html
+    prov = html[html.index('class="bothrows-provenance"') :]
+    assert "<li>Runtime versions: <code>on: mlx-lm 0.33.0, server 0.33.0-0.33.1-Linux</code></li>" in prov
+
+
+def test_the_same_runtime_version_makes_one_note(tmp_path):
+    db = tmp_path / "v.duckdb"
+    build_fixture(db, passes_per_run=10)
+    m1 = DEFAULT_CHIPS[0]
+    first = remeasure(db, m1, "on", 1, speedup=1.0, day=datetime(2026, 12, 3))
+    second = remeasure(db, m1, "on", 1, speedup=1.0, day=datetime(2026, 12, 5), seed=2)
+    set_versions(db, first + second, "mlx-lm 0.32.2", None)
+    config = write_project(tmp_path, db, {"p.md": post_text(stated="+25%")})
+    html = next((build_site(config, strict=False).site / "blog").glob("20*/**/index.html")).read_text()
+    assert html.count("with mlx-lm 0.32.2 (arm on)") == 1
