@@ -92,23 +92,32 @@ class MTPDrafter:
 
     def _chain(self, seqs: list[Sequence], logits: mx.array, out: mx.array, k: int) -> None:
         """Drafts 1..k per row: draft 1 from the verified pairs' logits, then the layer
-        fed (its own output hidden, the previous draft) at the next position, k - 1 times."""
+        fed (its own output hidden, the previous draft) at the next position, k - 1 times.
+        Greedy rows keep their drafts in the graph until the last step (one host read)."""
+        greedy = all(s.temperature == 0.0 for s in seqs)
+        steps = []  # greedy: each step's (R,) drafts, still lazy
         for j in range(k):
             if j:
                 positions = [s.computed + j - 1 for s in seqs]  # the pair (h^_{c+j-1}, d_j)
                 for s, p in zip(seqs, positions):
                     self.ensure_blocks(s, p + 1)
                 lay = build_layout(positions, [1] * len(seqs), [s.blocks for s in seqs], self.pool.block_size)
-                tokens = mx.array([s.drafts[-1] for s in seqs], mx.int32)
+                tokens = steps[-1] if greedy else mx.array([s.drafts[-1] for s in seqs], mx.int32)
                 logits, out = self.forward.mtp(out, tokens, lay.ctx, mx.arange(len(seqs)))
-            greedy = mx.argmax(logits, axis=-1).tolist()
+            if greedy:
+                steps.append(mx.argmax(logits, axis=-1).astype(mx.int32))
+                continue
+            top = mx.argmax(logits, axis=-1).tolist()
             for r, s in enumerate(seqs):
                 if s.temperature == 0.0:
-                    s.drafts.append(greedy[r])
+                    s.drafts.append(top[r])
                 else:
                     q = probs(np.array(logits[r]), s.temperature, s.top_p)
                     s.draft_probs.append(q)
                     s.drafts.append(sample(q, s.rng))
+        if greedy:
+            for s, drafts in zip(seqs, mx.stack(steps, axis=1).tolist()):
+                s.drafts = drafts
 
     def can_fuse(self, rows: list[Sequence], drafting: bool) -> bool:
         """Whether this pass's MTP work can run inside the target pass: greedy rows whose
