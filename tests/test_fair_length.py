@@ -20,15 +20,13 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from mlx_server import free_port, wait_healthy
 
 from runner.experiments.declaration import load
 from runner.experiments.execute import run_experiment
 from runner.experiments.progress import Progress
 from runner.runtimes.fair import eos_token_ids
 from runner.runtimes.openai import OpenAI
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_runtimes import free_port, wait_healthy  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "runner" / "models" / "tiny"

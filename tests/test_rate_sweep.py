@@ -5,22 +5,19 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 from itertools import islice
 from pathlib import Path
 
 import duckdb
 import pytest
+from test_declaration import dump, valid_doc
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_declaration import dump, valid_doc  # noqa: E402
-
-from runner.cli import main as cli  # noqa: E402
-from runner.experiments.arrivals import gamma_gaps, poisson_gaps  # noqa: E402
-from runner.experiments.declaration import DeclarationError, load, parse  # noqa: E402
-from runner.experiments.execute import plan_cells, run_experiment  # noqa: E402
-from runner.experiments.progress import Progress  # noqa: E402
-from runner.report import data_state  # noqa: E402
+from runner.cli import main as cli
+from runner.experiments.arrivals import gamma_gaps, poisson_gaps
+from runner.experiments.declaration import DeclarationError, load, parse
+from runner.experiments.execute import plan_cells, run_experiment
+from runner.experiments.progress import Progress
+from runner.report import data_state
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "runner" / "models" / "tiny"

@@ -5,21 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import duckdb
 import pytest
+from test_declaration import dump, valid_doc
 from tokenizers import Tokenizer
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_declaration import dump, valid_doc  # noqa: E402
-
-from runner.experiments.declaration import DeclarationError, Workload, load, parse  # noqa: E402
-from runner.experiments.execute import run_experiment  # noqa: E402
-from runner.experiments.lengths import LengthDist  # noqa: E402
-from runner.experiments.progress import Progress  # noqa: E402
-from runner.experiments.workload import PromptStream, WorkloadError  # noqa: E402
+from runner.experiments.declaration import DeclarationError, Workload, load, parse
+from runner.experiments.execute import run_experiment
+from runner.experiments.lengths import LengthDist
+from runner.experiments.progress import Progress
+from runner.experiments.workload import PromptStream, WorkloadError
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "runner" / "models" / "tiny"
