@@ -97,7 +97,7 @@ def test_post_renders_its_charts_and_regime_rows(served):
     chart_ids = re.findall(
         r'<div class="bothrows-chart" id="([^"]+)"', (site / page / "index.html").read_text()
     )
-    assert len(chart_ids) == 2
+    assert len(chart_ids) == 4  # two charts, one per chip tab
     for chart_id in chart_ids:
         start = dom.index(f'id="{chart_id}"')
         assert "main-svg" in dom[start : dom.index("</figure>", start)], f"chart {chart_id} is blank"

@@ -5,8 +5,8 @@ A post's claims are judged on its home data (`home.py`). Here the same body is r
 again with each other chip (and the home chip's newest data) as the judging view, and
 each claim's value and plain verdict there are collected: shown, never a build failure.
 Each later measurement (a chip and a code version, with runs after the post's date) gets
-a dated note saying which cells it measured and what it says of the claims. This module
-compares verdicts and writes text; `post.py` renders.
+a dated one-line note: how many of the claims that read its experiment hold on its data.
+This module compares verdicts; `notes.py` words the note and `post.py` renders.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runner.publish.claims import Verdict
-from runner.publish.notes import Note
-
-MOVES_SHOWN = 6
+from runner.publish.notes import Note, measurement_note
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,58 +54,31 @@ def table_rows(home: list[Verdict], columns: list[Column]) -> list[dict]:
     return rows
 
 
-def _cells_text(runs: list[tuple]) -> str:
-    arms = sorted({r[2] for r in runs})
-    concs = sorted({int(r[3]) for r in runs})
-    rounds = sorted({int(r[4]) for r in runs})
-    cells = len({(r[2], r[3]) for r in runs})
-    return (
-        f"{cells} cell{'s' if cells != 1 else ''} (arm{'s' if len(arms) != 1 else ''} "
-        f"{', '.join(arms)}; concurrency {', '.join(map(str, concs))}; "
-        f"round{'s' if len(rounds) != 1 else ''} {', '.join(map(str, rounds))})"
-    )
-
-
 def later_notes(
     experiment: str,
     runs: list[tuple],
     labels: dict[str, str],
-    home_chip: str | None,
     home: list[Verdict],
     columns: dict[str, Column],
+    reads: dict[int, frozenset[str]],
 ) -> list[Note]:
     """runs: (run_id, chip_id, arm, concurrency, round, day, code_version) after the post's
-    date. One note per (chip, code version); columns: chip id -> its newest-data view."""
+    date. One note per (chip, code version); columns: chip id -> its newest-data view;
+    reads: claim number -> the experiments it reads. Only the claims that read this
+    experiment are counted."""
     groups: dict[tuple[str, str], list[tuple]] = {}
     for r in runs:
         groups.setdefault((r[1], r[6]), []).append(r)
+    reading = [v for v in home if experiment in reads.get(v.number, ())]
     notes = []
     for (chip, code), rs in sorted(groups.items(), key=lambda kv: (max(r[5] for r in kv[1]), kv[0])):
-        where = labels.get(chip, chip)
-        text = (
-            f"Measured after this post was written: experiment {experiment} on {where} "
-            f"at code version {code}, {_cells_text(rs)}. "
-        )
         col = columns.get(chip)
-        if col is None or not home:
-            text += "No claim of this post reads these cells."
-        else:
-            moved = [(v, col.verdicts.get(v.number)) for v in home]
-            moved = [(v, w) for v, w in moved if w is not None and w.measured.text() != v.measured.text()]
-            shown = "; ".join(
-                f"claim {v.stated!r} was {v.measured.text()}, now {w.measured.text()} ({plain(w)})"
-                for v, w in moved[:MOVES_SHOWN]
+        counted = reading if col is not None else []
+        held = sum(plain(col.verdicts.get(v.number)) == "holds" for v in counted) if col else 0
+        cells = len({(r[2], r[3]) for r in rs})
+        notes.append(
+            measurement_note(
+                max(r[5] for r in rs), labels.get(chip, chip), code, experiment, cells, held, len(counted)
             )
-            more = len(moved) - MOVES_SHOWN
-            text += (
-                shown + (f"; and {more} more" if more > 0 else "") + ". "
-                if moved
-                else "No claimed figure changed at its printed precision. "
-            )
-            held = sum(plain(col.verdicts.get(v.number)) == "holds" for v in home)
-            text += (
-                f"On this data {held} of the post's {len(home)} claims hold (see the claims on "
-                "every chip); they stay judged on the home data as of the post's date."
-            )
-        notes.append(Note(max(r[5] for r in rs), text, automatic=True))
+        )
     return notes

@@ -12,7 +12,7 @@ of its own day, not the post's).
 
 from __future__ import annotations
 
-from runner.publish import blocks, timelines
+from runner.publish import blocks, tables, timelines
 from runner.publish import traffic as traffic_choice
 from runner.publish.postdata import PostData
 from runner.publish.templating import render_block
@@ -45,8 +45,8 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
             else draw(d)
         )
 
-    def regime_table(metrics, base=None, experiment=None, requests=None):
-        return block(experiment, lambda d: blocks.regime_table(d, metrics, base, requests))
+    def regime_table(metrics, base=None, experiment=None, requests=None, folded=True):
+        return block(experiment, lambda d: tables.regime_table(d, metrics, base, requests, bool(folded)))
 
     def chart(metric, x="concurrency", experiment=None, requests=None):
         return block(experiment, lambda d: blocks.chart(d, metric, x, requests))
@@ -77,7 +77,7 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
     def headline_table(arm, base=None, metrics=("prefill_tps", "decode_tps"), experiments=None):
         chosen = [data(e) for e in (experiments or list(datas))]
         chosen = [d for d in chosen if d is not None]
-        return blocks.headline_table(chosen or [first], arm, base, list(metrics))
+        return tables.headline_table(chosen or [first], arm, base, list(metrics))
 
     def claim(stated, measured):
         return first.claim(stated, measured)

@@ -22,8 +22,9 @@ from pathlib import Path
 from runner.publish import across, queries
 from runner.publish.api import post_api
 from runner.publish.claims import Verdict
+from runner.publish.headline import pair_line
 from runner.publish.home import Judging, match_chip, resolve_home
-from runner.publish.notes import Note, as_day, declared_notes
+from runner.publish.notes import Note, as_day, declared_notes, notes_html
 from runner.publish.postdata import Failure, PostData, PostState, chip_labels
 from runner.publish.provenance import Downloads
 from runner.publish.templating import render_block, render_post_body
@@ -43,6 +44,7 @@ class RenderedPost:
     downloads: Downloads | None = None
     columns: list[across.Column] = field(default_factory=list)  # claims on every chip
     home_label: str = ""
+    headline: str = ""  # the headline pair's line (headline.py), for the index pages
 
 
 def downloads_folder(src_uri: str) -> str:
@@ -212,7 +214,8 @@ def render_post(
         auto = _later_notes(post, datas, judging, as_of, state.verdicts, out.columns)
         notes = sorted(notes + auto, key=lambda n: (n.day, n.automatic))
         first = datas[next(iter(datas))]
-        top = str(first.token(render_block("notes.html", notes=notes, quick=any(post.quick.values())), ""))
+        top = str(first.token(notes_html(notes, any(post.quick.values())), ""))
+        top = str(pair_line(datas, meta, first.experiment)) + top
         m = _H1.search(rendered)
         rendered = (rendered[: m.end()] + top + rendered[m.end() :]) if m else top + rendered
         out.downloads = _downloads(reader, post, folder, state)
@@ -257,6 +260,7 @@ def render_post(
         out.failures += state.failures
         out.verdicts, out.notes = state.verdicts, notes
         out.home_label = _home_text(post, judging)
+        out.headline = state.headline_html
     return out
 
 
@@ -300,7 +304,7 @@ def _later_notes(post: _Post, datas, judging, as_of, home, columns) -> list[Note
     out = []
     for e, q in post.quick.items():
         runs = post.later(e, q, as_of)
-        out += across.later_notes(e, runs, labels, judging.chip_id, home, by_chip)
+        out += across.later_notes(e, runs, labels, home, by_chip, datas[e].state.claim_experiments)
     return out
 
 

@@ -17,6 +17,7 @@ from datetime import datetime, time, timedelta
 
 from markupsafe import Markup
 
+from runner.publish.charts import PALETTE
 from runner.publish.claims import Measured, Verdict, claim_link, judge
 from runner.publish.home import Judging, match_chip
 from runner.publish.metrics import METRICS, PER_PASS, unknown_metric_message
@@ -77,6 +78,10 @@ class PostState:
     cells_of: dict[int, set] = field(default_factory=dict)  # id(Measured) -> its cells
     missing_of: dict[int, str] = field(default_factory=dict)  # id(Measured) -> why it is absent
     home_problem_told: bool = False
+    claim_experiments: dict[int, frozenset[str]] = field(default_factory=dict)  # claim number -> read
+    headline_calls: list[tuple] = field(default_factory=list)  # (experiment, arm, base, metrics)
+    arm_colors: dict[str, str] = field(default_factory=dict)  # one colour per arm across the post
+    headline_html: str = ""  # the headline pair's line, for the blog index and the home page
 
 
 class PostData:
@@ -120,6 +125,8 @@ class PostData:
             a for a in self.regimes.arms if a not in declared_arms
         )
         self.arm_order = tuple(arms)
+        for arm in arms:  # the post's experiments in order: an arm keeps its colour everywhere
+            state.arm_colors.setdefault(arm, PALETTE[len(state.arm_colors) % len(PALETTE)])
         self.base = base if base is not None else (arms[0] if arms else "")
         self.model = experiment  # the declaration's model, when post.py knows it
         self.runtimes = self.reader.arm_runtimes(experiment, quick)  # arm -> (runtime, has passes)
@@ -310,7 +317,9 @@ class PostData:
                 line,
             )
             return Markup.escape(str(stated))
-        self.state.claim_cells |= self._cells_of.get(id(measured), set())
+        cells = self._cells_of.get(id(measured), set())
+        self.state.claim_cells |= cells
+        self.state.claim_experiments[len(self.verdicts) + 1] = frozenset(c[0] for c in cells)
         verdict = judge(
             len(self.verdicts) + 1,
             str(stated),
