@@ -39,26 +39,30 @@ def headline_of(meta: dict, calls: list[tuple], default: str) -> tuple[Headline 
         experiment, arm, base, metrics = calls[0]
         metric = "decode_tps" if "decode_tps" in metrics else (metrics[0] if metrics else None)
         return (Headline(experiment, arm, base, metric) if metric else None), None
-    bad = (
-        "must be a mapping {arm, base, metric}"
-        if not isinstance(raw, dict)
-        else next(
-            (f"has unknown key {k!r} (known: {', '.join(FIELDS)})" for k in raw if k not in FIELDS),
-            next(
-                (f"needs {k!r} (a string)" for k in ("arm", "metric") if not isinstance(raw.get(k), str)),
-                next(
-                    (f"{k!r} must be a string" for k in FIELDS if k in raw and not isinstance(raw[k], str)),
-                    None,
-                ),
-            ),
-        )
-    )
+    bad = _headline_problem(raw)
     if bad:
         return None, f"front matter field 'headline' {bad}"
     h = Headline(
         raw.get("experiment", default), raw["arm"], raw.get("base"), raw["metric"], raw.get("requests")
     )
     return h, None
+
+
+def _headline_problem(raw: object) -> str | None:
+    if not isinstance(raw, dict):
+        return "must be a mapping {arm, base, metric}"
+    for key in raw:
+        if key not in FIELDS:
+            return f"has unknown key {key!r} (known: {', '.join(FIELDS)})"
+    for key in FIELDS:
+        value = raw.get(key)
+        if isinstance(value, bool):  # YAML reads on/off/yes/no unquoted as booleans
+            return f'{key!r} reads as the YAML boolean {value}: quote the name ("on", "off")'
+        if key in ("arm", "metric") and not isinstance(value, str):
+            return f"needs {key!r} (a string)"
+        if value is not None and not isinstance(value, str):
+            return f"{key!r} must be a string"
+    return None
 
 
 def _front_matter_problem(data: PostData, message: str) -> None:

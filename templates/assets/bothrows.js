@@ -1,15 +1,19 @@
-/* bothrows: a chart drawn inside a hidden chip tab was laid out at plotly's default
-   width; when its tab is shown (a click, or material linking the tabs of the page),
-   size every chart of the shown tab to its column. */
-document.addEventListener("change", function (event) {
-  var input = event.target;
-  if (!window.Plotly || !input.matches || !input.matches(".tabbed-set > input")) return;
-  var set = input.parentElement;
-  var inputs = Array.prototype.slice.call(set.querySelectorAll(":scope > input"));
-  var block = set.querySelectorAll(":scope > .tabbed-content > .tabbed-block")[inputs.indexOf(input)];
-  if (!block) return;
-  block.querySelectorAll(".js-plotly-plot").forEach(function (plot) { Plotly.Plots.resize(plot); });
-});
+/* bothrows: a chart drawn inside a hidden chip tab (or before the page's layout settled)
+   has the wrong width; whenever a chart's box changes size (its tab is shown, by a click
+   or by material linking the tabs of the page), size the plot to the box. */
+if (window.ResizeObserver) {
+  var bothrowsSizes = new ResizeObserver(function (entries) {
+    entries.forEach(function (entry) {
+      var plot = entry.target;
+      if (window.Plotly && entry.contentRect.width > 0 && plot.classList.contains("js-plotly-plot"))
+        Plotly.Plots.resize(plot);
+    });
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll(".bothrows-chart").forEach(function (div) { bothrowsSizes.observe(div); });
+  });
+}
+
 /* a link to a claim or a table inside a closed fold opens the fold first */
 function bothrowsReveal() {
   var id = decodeURIComponent(location.hash.slice(1));
