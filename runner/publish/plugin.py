@@ -1,7 +1,8 @@
 """The `bothrows` mkdocs plugin: renders every post that names an `experiment` (or
-`experiments`), swaps
-its placeholder tokens for HTML after Markdown, ships plotly.min.js and each post's
-downloads into the site, and reports every failure together at the end of the build.
+`experiments`), swaps its placeholder tokens for HTML after Markdown, ships plotly.min.js,
+our CSS and JS and each post's downloads into the site, lists every post with its
+headline pair where a page holds `<!-- bothrows:posts -->`, and reports every failure
+together at the end of the build.
 
 In strict mode (`mkdocs build --strict`, `runner build`) each failure is a warning, so
 mkdocs aborts after the build as it does for its own warnings; without strict mode

@@ -5,7 +5,8 @@ Input is the post's Markdown body and front matter; output is Markdown holding
 placeholder tokens, the HTML for each token, every failure, the claims' verdicts and the
 post's downloads. Front matter: `experiment:` or `experiments: [a, b]` (the first is the
 default of every call's `experiment=`), `chip:` (the home chip, `home.py`), `base:` (the
-default base arm; otherwise each declaration's first arm), `date:` and `updates:`.
+default base arm; otherwise each declaration's first arm), `date:`, `updates:` and
+`headline:` (`headline.py`).
 It knows nothing about mkdocs (the plugin and `runner audit` share it).
 """
 
