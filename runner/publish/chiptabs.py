@@ -27,11 +27,6 @@ class ChipPane:
     html: str
 
 
-def chip_order(chips: tuple[str, ...] | list[str], home: str | None) -> list[str]:
-    """The block's chips with the home chip first (when it is one of them)."""
-    return sorted(chips, key=lambda c: c != home)
-
-
 def tab_label(name: str, chip_id: str, home: str | None) -> str:
     return name + HOME_SUFFIX if chip_id == home else name
 
