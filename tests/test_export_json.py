@@ -22,7 +22,7 @@ experiment: spec-fixture
 ---
 # Figures
 
-{{ regime_table(["ttft_p99_ms", "request_rps", "e2el_p50_ms", "aggregate_tps"]) }}
+{{ regime_table(["ttft_p99_ms", "request_rps", "e2el_p50_ms", "aggregate_tps"], folded=False) }}
 """
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from publish_project import build_site
-from test_publish_browser import CHROMIUM, _Quiet, chromium, console_messages, tables_too_wide
+from test_publish_browser import CHROMIUM, _Quiet, chromium, console_messages, layout, tables_too_wide
 
 from runner.cli import main as cli
 from runner.store.measurements import sync_database
@@ -131,3 +131,25 @@ def test_the_post_renders_with_working_charts_in_chromium(site, tmp_path):
         )
     finally:
         server.shutdown()
+
+
+def test_every_shipped_post_answers_on_its_first_screen_and_stays_short(site, tmp_path):
+    """At 1280 x 900 with every fold closed: the title and a headline table or chart on
+    the first screen, no table header broken inside a word, at most 12,000 px a post."""
+    site_dir, _ = site
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(site_dir)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        pages = sorted(
+            p.parent.relative_to(site_dir).as_posix() for p in site_dir.glob("blog/20*/**/index.html")
+        )
+        found = {page: layout(tmp_path, site_dir, base, page) for page in pages}
+    finally:
+        server.shutdown()
+    assert len(found) == len(list((REPO / "reports" / "blog" / "posts").glob("*.md")))
+    for page, seen in found.items():
+        assert seen["title"] and seen["title"][1] <= 900, (page, seen)
+        assert seen["headline"] and seen["headline"][1] <= 900, (page, seen)
+        assert seen["broken_headers"] == [], (page, seen)
+        assert seen["height"] <= 12_000, (page, seen)

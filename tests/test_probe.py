@@ -82,8 +82,8 @@ def test_a_re_measurement_on_a_machine_twice_as_slow_says_so_in_its_note_table_a
     assert result.ok, result.warnings
     html = next(result.site.glob("blog/20*/**/index.html")).read_text()
     said = "same chip fingerprint, prefill-sized products 2.0x slower"
-    notes = re.findall(r"Update (\d{4}-\d\d-\d\d) \(automatic\)</p><p>(.*?)</p>", html)
-    assert [t for d, t in notes if said in t] == [f"spec-fixture on Fixture X at def5678: {said}."]
+    clauses = re.findall(r'<span class="bothrows-clause" data-clause="machine">(.*?)</span>', html)
+    assert clauses == [said]  # a clause of the re-measurement's one-line note
     table = html[html.index('id="claims-on-every-chip"') :]
     assert f"<th>Fixture X (newest) ({said})</th>" in table[: table.index("</table>")]
     lines = re.findall(r"<li>Machine probe on Fixture X \(runs from ([\d-]+), (\d+) runs\): (.*?)</li>", html)

@@ -3,6 +3,7 @@ pages, regime gaps, claims, the automatic update note, escaping and determinism.
 
 import re
 from datetime import datetime
+from html import unescape
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -30,10 +31,11 @@ def test_multi_chip_post_builds_strict_with_every_block(built):
     _, result = built
     assert result.ok, result.warnings
     html = post_html(result.site)
-    for chip in ("Fixture M1", "Fixture M3"):
-        assert html.count(f'data-chip="{chip}"') == 6  # 2 arms x 3 concurrencies
-    assert html.count('class="bothrows-chart"') == 2
-    assert html.count("Plotly.newPlot(") == 2
+    for chip in ("Fixture M1", "Fixture M3"):  # the full grid: 2 arms x 3 concurrencies
+        assert len(re.findall(f'class="bothrows-regime-row" data-chip="{chip}"', html)) == 6
+        assert len(re.findall(f'class="bothrows-pair-row" data-chip="{chip}"', html)) == 4  # 1 and 4
+    assert html.count('class="bothrows-chart"') == 4  # two charts, one per chip tab
+    assert html.count("Plotly.newPlot(") == 4
     assert 'id="claim-1" href="#audit-claim-1"' in html and 'id="audit-claim-1"' in html
     assert "×1.25" in html  # ratio to the base arm
     assert "not measured" not in html
@@ -95,7 +97,8 @@ def test_gaps_and_failed_claims_are_all_reported_at_once(tmp_path):
     assert relaxed.ok
     html = post_html(relaxed.site)
     assert html.count('class="bothrows-regime-row bothrows-not-measured"') == 2
-    assert html.count("not measured</strong>") == 2 * 2  # the 6 metrics span two tables
+    assert html.count('class="bothrows-pair-row bothrows-not-measured"') == 2  # both gaps are pair rows
+    assert html.count("not measured</strong>") == 2 + 2 * 2  # pair rows; the 6 metrics span two tables
     assert 'class="bothrows-fail"' in html
 
 
@@ -120,15 +123,12 @@ def test_remeasurement_adds_a_dated_automatic_note(tmp_path):
     html = post_html(result.site)
     assert "Update 2026-12-03 (automatic)" in html
     note = html[html.index("Update 2026-12-03") :]
-    note = note[: note.index("</div>")]
-    assert (
-        "experiment spec-fixture on Fixture M1 at code version def5678, 1 cell (arm on; "
-        "concurrency 1; rounds 0, 1)"
-    ) in note, note
-    assert re.search(r"claim &#39;\+25%&#39; was \+2[45]\.\d%, now \+(49|50)\.\d% \(does not hold\)", note), (
-        note
-    )
-    assert note.index("2026-12-03") > 0 and html.index("Update 2026-11-21") < html.index("Update 2026-12-03")
+    note = unescape(re.sub(r"<[^>]+>", "", note[: note.index("</p>")]))
+    assert note == (
+        "Update 2026-12-03 (automatic): Fixture M1 · code def5678 · spec-fixture, 1 cell · "
+        "0 of 1 claims that read these cells hold there"
+    ), note
+    assert html.index("Update 2026-11-21") < html.index("Update 2026-12-03")
     table = html[html.index('id="claims-on-every-chip"') :]
     assert "<th>Fixture M1</th>" in table and 'data-verdict="does not hold"' in table
 

@@ -3,6 +3,7 @@ versions show up in its tables, notes and claims-on-every-chip table."""
 
 import re
 from datetime import datetime
+from html import unescape
 from types import SimpleNamespace
 
 import pytest
@@ -67,11 +68,18 @@ def test_strict_build_shows_every_chip_notes_and_claims_on_every_chip(travelled,
     assert {"Fixture M1", "Fixture M3"} <= labels
     same = sorted(label for label in labels if label.startswith("Same EPYC ("))
     assert len(same) == 2
-    notes = re.findall(r"Update (\d{4}-\d\d-\d\d) \(automatic\)</p><p>(.*?)</p>", html)
+    notes = [
+        (day, unescape(re.sub(r"<[^>]+>", "", text)))
+        for day, text in re.findall(r"Update (\d{4}-\d\d-\d\d) \(automatic\)</strong>: (.*?)</p>", html)
+    ]
     assert [d for d, _ in notes] == ["2026-11-25", "2026-11-26", "2026-11-26", "2026-12-03"]
-    assert "on Fixture M3 at code version abc1234" in notes[0][1]
-    assert all("at code version ccc0000" in t for _, t in notes[1:3])
-    assert "on Fixture M1 at code version def5678" in notes[3][1] and "(does not hold)" in notes[3][1]
+    assert notes[0][1].startswith("Fixture M3 · code abc1234 · spec-fixture, 6 cells")
+    assert all(" · code ccc0000 · " in t for _, t in notes[1:3])
+    assert notes[3][1] == (
+        "Fixture M1 · code def5678 · spec-fixture, 2 cells · 0 of 2 claims that read these cells hold there"
+    )
+    earlier = html[html.index('<details class="bothrows-earlier">') :]
+    assert earlier.index("and 1 earlier update") < earlier.index("2026-11-25") < earlier.index("</details>")
     table = html[html.index('id="claims-on-every-chip"') :]
     table = table[: table.index("</table>")]
     heads = re.findall(r"<th>([^<]+)</th>", table)
@@ -151,7 +159,7 @@ def test_arms_not_named_off_take_the_first_declared_arm_as_base(tmp_path):
     result = build_site(write_project(tmp_path, db, {"p.md": post}))
     assert result.ok, result.warnings
     html = next(result.site.glob("blog/20*/**/index.html")).read_text()
-    assert "the ratio to arm <code>small</code>" in html and "vs <code>small</code>" in html
+    assert "against arm <code>small</code>" in html and "vs <code>small</code>" in html
     rendered = render_post(
         "# C\n\n{{ regime_table(['decode_tps'], base='large') }}\n",
         {"experiment": "chunk-probe"},

@@ -44,7 +44,7 @@ def test_short_requests_fail_the_claim_and_are_counted_in_the_table(tmp_path):
         (build_site(config, strict=False, site=tmp_path / "relaxed").site / "blog").glob("20*/**/index.html")
     )
     text = html.read_text()
-    assert text.count('class="bothrows-short"') == 2  # M1 / on / 1, in both of its tables
+    assert text.count('class="bothrows-short"') == 3  # M1 / on / 1: the pair, and both tables of the fold
     assert "4 short</abbr>" in text
 
 

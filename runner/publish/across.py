@@ -5,20 +5,20 @@ update notes for measurements made after the post's date.
   rendered again with each other chip (and the home chip's newest data) as the judging
   view, and each claim's value and plain verdict there are collected: shown, never a
   build failure.
-- Each later measurement (a chip and a code version, with runs after the post's date)
-  gets a dated note saying which cells it measured and what it says of the claims.
-- It compares verdicts and writes text; `post.py` renders.
+- Each later measurement (a chip, a code version and the runtime versions that ran it,
+  with runs after the post's date) gets a dated one-line note: how many of the claims
+  that read its experiment hold on its data, and what its machine differs in.
+- It compares verdicts; `notes.py` words the note and `post.py` renders.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from runner.publish.claims import Verdict
-from runner.publish.notes import Note
+from runner.publish.notes import Clause, Note, measurement_note
 from runner.publish.rows import LaterRun
-
-MOVES_SHOWN = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,42 +58,21 @@ def table_rows(home: list[Verdict], columns: list[Column]) -> list[dict]:
     return rows
 
 
-def _cells_text(runs: list[LaterRun]) -> str:
-    arms = sorted({r.arm for r in runs})
-    concs = sorted({r.concurrency for r in runs})
-    rounds = sorted({r.round for r in runs})
-    cells = len({(r.arm, r.concurrency) for r in runs})
-    return (
-        f"{cells} cell{'s' if cells != 1 else ''} (arm{'s' if len(arms) != 1 else ''} "
-        f"{', '.join(arms)}; concurrency {', '.join(map(str, concs))}; "
-        f"round{'s' if len(rounds) != 1 else ''} {', '.join(map(str, rounds))})"
-    )
-
-
-def _versions_text(runs: list[LaterRun], ran: tuple[str, ...]) -> str:
-    if not ran:
-        return ""
-    arms = {}
-    for r in runs:
-        if r.runtime_versions:
-            arms.setdefault(r.runtime_versions, set()).add(r.arm)
-    return " with " + "; ".join(
-        f"{v} (arm{'s' if len(arms[v]) > 1 else ''} {', '.join(sorted(arms[v]))})" for v in ran
-    )
-
-
 def later_notes(
     experiment: str,
     runs: list[LaterRun],
     labels: dict[str, str],
-    home_chip: str | None,
     home: list[Verdict],
     columns: dict[str, Column],
+    reads: dict[int, frozenset[str]],
+    machine: Callable[[str, list[LaterRun]], str | None] | None = None,
 ) -> list[Note]:
     """runs: those started after the post's date. One note per (chip, code version,
     runtime versions), the runtime versions being those of the runs of that chip and code
     version on that day (another mlx-lm makes another note, as another code version
-    does); columns: chip id -> its newest-data view."""
+    does); columns: chip id -> its newest-data view; reads: claim number -> the
+    experiments it reads (only the claims that read this experiment are counted);
+    machine: what a group's machine differs in from the home data's (None: nothing)."""
     versions: dict[tuple, set[str]] = {}
     for r in runs:
         if r.runtime_versions:
@@ -102,33 +81,20 @@ def later_notes(
     for r in runs:
         ran = tuple(sorted(versions.get((r.chip_id, r.code_version, r.day), ())))
         groups.setdefault((r.chip_id, r.code_version, ran), []).append(r)
+    reading = [v for v in home if experiment in reads.get(v.number, ())]
     notes = []
     for (chip, code, ran), rs in sorted(groups.items(), key=lambda kv: (max(r.day for r in kv[1]), kv[0])):
-        where = labels.get(chip, chip)
-        text = (
-            f"Measured after this post was written: experiment {experiment} on {where} "
-            f"at code version {code}{_versions_text(rs, ran)}, {_cells_text(rs)}. "
-        )
         col = columns.get(chip)
-        if col is None or not home:
-            text += "No claim of this post reads these cells."
-        else:
-            moved = [(v, col.verdicts.get(v.number)) for v in home]
-            moved = [(v, w) for v, w in moved if w is not None and w.measured.text() != v.measured.text()]
-            shown = "; ".join(
-                f"claim {v.stated!r} was {v.measured.text()}, now {w.measured.text()} ({plain(w)})"
-                for v, w in moved[:MOVES_SHOWN]
-            )
-            more = len(moved) - MOVES_SHOWN
-            text += (
-                shown + (f"; and {more} more" if more > 0 else "") + ". "
-                if moved
-                else "No claimed figure changed at its printed precision. "
-            )
-            held = sum(plain(col.verdicts.get(v.number)) == "holds" for v in home)
-            text += (
-                f"On this data {held} of the post's {len(home)} claims hold (see the claims on "
-                "every chip); they stay judged on the home data as of the post's date."
-            )
-        notes.append(Note(max(r.day for r in rs), text, automatic=True))
+        counted = reading if col is not None else []
+        held = sum(plain(col.verdicts.get(v.number)) == "holds" for v in counted) if col else 0
+        cells = len({(r.arm, r.concurrency) for r in rs})
+        note = measurement_note(
+            max(r.day for r in rs), labels.get(chip, chip), code, experiment, cells, held, len(counted)
+        )
+        if ran:
+            note = note.with_clause(Clause("runtime", ", ".join(ran)))
+        said = machine(chip, rs) if machine else None
+        if said:
+            note = note.with_clause(Clause("machine", said))
+        notes.append(note)
     return notes

@@ -13,7 +13,7 @@ see home.py).
 
 from __future__ import annotations
 
-from runner.publish import blocks, predicted_values, timelines
+from runner.publish import blocks, predicted_values, tables, timelines
 from runner.publish import capacity_charts as load_charts
 from runner.publish import prediction_chart as prediction
 from runner.publish import traffic as traffic_choice
@@ -56,8 +56,8 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
             else draw(d)
         )
 
-    def regime_table(metrics, base=None, experiment=None, requests=None):
-        return block(experiment, lambda d: blocks.regime_table(d, metrics, base, requests))
+    def regime_table(metrics, base=None, experiment=None, requests=None, folded=True):
+        return block(experiment, lambda d: tables.regime_table(d, metrics, base, requests, bool(folded)))
 
     def chart(metric, x="concurrency", experiment=None, requests=None):
         return block(experiment, lambda d: blocks.chart(d, metric, x, requests))
@@ -118,7 +118,7 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
     def headline_table(arm, base=None, metrics=("prefill_tps", "decode_tps"), experiments=None):
         chosen = [data_of(e) for e in (experiments or list(datas))]
         chosen = [d for d in chosen if d is not None]
-        return blocks.headline_table(chosen or [first], arm, base, list(metrics))
+        return tables.headline_table(chosen or [first], arm, base, list(metrics))
 
     def predicted(metric, arm, concurrency, base=None, chip=None, experiment=None, as_of=None):
         kind = "value" if base is None else "change"

@@ -16,6 +16,7 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from runner.publish import charts, queries, sql
+from runner.publish.blocks import figure_div
 from runner.publish.metrics import METRICS
 from runner.publish.templating import render_block
 from runner.publish.views import View
@@ -107,8 +108,14 @@ def capacity_chart(data, metrics=DEFAULT_METRICS, concurrency=None) -> Markup:
         html.append(
             render_block(
                 "chart.html",
-                div_id=charts.chart_id(data.key, "capacity", metric, conc, len(data.state.blocks), len(html)),
-                figure=charts.figure_json(fig),
+                body=Markup(
+                    figure_div(
+                        charts.chart_id(
+                            data.key, "capacity", metric, conc, len(data.state.blocks), len(html)
+                        ),
+                        fig,
+                    )
+                ),
                 caption=f"{spec.label} by offered rate at concurrency {conc}, one panel per chip; bars show "
                 "the 95% interval" + ("; the dashed line is the declared SLO" if limit is not None else ""),
                 sql_href=data.register_sql(
@@ -168,8 +175,7 @@ def pareto_chart(data) -> Markup:
     what = "concurrency and offered rate" if None not in views else "concurrency"
     html = render_block(
         "chart.html",
-        div_id=charts.chart_id(data.key, "pareto", len(data.state.blocks)),
-        figure=charts.figure_json(fig),
+        body=Markup(figure_div(charts.chart_id(data.key, "pareto", len(data.state.blocks)), fig)),
         caption=f"Per-user decode speed against aggregate throughput, one point per {what}, "
         "one panel per chip; bars show the 95% interval of the decode speed",
         sql_href=data.register_sql("pareto", sql.inline_sql(sql.RUN_VALUES_SQL, data.params)),

@@ -65,8 +65,10 @@ def panel_figure(
     y_title: str,
     x_ticks: list[tuple[float, str]],
     kind: str = "lines",
+    colors: dict[str, str] | None = None,
 ) -> dict:
-    """chips: (chip_id, name) in page order; regime_x: label -> x position to mark."""
+    """chips: (chip_id, name) in page order; regime_x: label -> x position to mark;
+    colors: arm -> colour, the same in every chart of a post (default: by position)."""
     data, layout = (
         [],
         {
@@ -131,7 +133,7 @@ def panel_figure(
         for s in series:
             if s.chip_id != chip_id:
                 continue
-            color = PALETTE[arms.index(s.arm) % len(PALETTE)]
+            color = (colors or {}).get(s.arm) or PALETTE[arms.index(s.arm) % len(PALETTE)]
             trace = {
                 "type": "bar" if kind == "bars" else "scatter",
                 "name": _plotly_text(s.arm),

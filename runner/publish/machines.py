@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from runner.publish.notes import Note
-
 THRESHOLD = 0.15
 
 
@@ -47,23 +45,16 @@ def difference(home: Machine | tuple | None, other: Machine | tuple | None, same
     return f"{lead}, " + ", ".join(parts)
 
 
-def probe_notes(reader, experiment: str, quick: bool, runs: list[tuple], judging, labels: dict) -> list[Note]:
-    """A one-line note per later (chip, code version) whose machine differs from the home
-    data's; runs: REMEASURED_SQL's rows (run_id, chip, arm, concurrency, round, day, code)."""
+def group_difference(reader, experiment: str, quick: bool, judging):
+    """For a later measurement's note: (chip, its runs) -> what its machine differs in from
+    the home data's (None: nothing worth a word, or no probe on either side)."""
     cut = judging.cutoff() if judging is not None and judging.chip_id is not None else None
     if cut is None:
-        return []
+        return None
     home = reader.probe_of_view(experiment, quick, cut, judging.chip_id)
-    groups: dict[tuple, list[tuple]] = {}
-    for r in runs:
-        groups.setdefault((r[1], r[6]), []).append(r)
-    notes = []
-    for (chip, code), rs in sorted(groups.items(), key=lambda kv: (max(r[5] for r in kv[1]), kv[0])):
-        said = difference(home, reader.probe_of_runs([r[0] for r in rs]), chip == judging.chip_id)
-        if said:
-            where = labels.get(chip, chip)
-            notes.append(Note(max(r[5] for r in rs), f"{experiment} on {where} at {code}: {said}.", True))
-    return notes
+    return lambda chip, runs: difference(
+        home, reader.probe_of_runs([r.run_id for r in runs]), chip == judging.chip_id
+    )
 
 
 def column_note(reader, experiments: dict[str, bool], judging, chip: str, later: list[str]) -> str | None:

@@ -1,7 +1,8 @@
 """The `bothrows` mkdocs plugin: renders every post that names an `experiment` (or
-`experiments`), swaps
-its placeholder tokens for HTML after Markdown, ships plotly.min.js and each post's
-downloads into the site, and reports every failure together at the end of the build.
+`experiments`), swaps its placeholder tokens for HTML after Markdown, ships plotly.min.js,
+our CSS and JS and each post's downloads into the site, lists every post with its
+headline pair where a page holds `<!-- bothrows:posts -->`, and reports every failure
+together at the end of the build.
 
 In strict mode (`mkdocs build --strict`, `runner build`) each failure is a warning, so
 mkdocs aborts after the build as it does for its own warnings; without strict mode
@@ -10,6 +11,7 @@ the page still renders, with "not measured" rows and failed claims marked.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from pathlib import Path
 
@@ -22,13 +24,15 @@ from mkdocs.structure.files import File, Files
 from runner.publish.frontmatter import is_data_post
 from runner.publish.post import RenderedPost, render_post
 from runner.publish.provenance import write_downloads
-from runner.publish.templating import ASSETS_DIR, OVERRIDES_DIR
+from runner.publish.templating import ASSETS_DIR, OVERRIDES_DIR, render_block
 
 log = get_plugin_logger("bothrows")
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 PLOTLY_URI = "assets/bothrows/plotly.min.js"
 CSS_URI = "assets/bothrows/bothrows.css"
+JS_URI = "assets/bothrows/bothrows.js"
 EXCERPT_SEPARATOR = "<!-- more -->"
+POSTS_MARKER = "<!-- bothrows:posts -->"  # a page holding it lists every post with its pair
 _TOKEN = re.compile(r"(?P<tok>BOTHROWS[0-9A-F]{8}N\d{4}Z)")
 _BLOCK_TOKEN = re.compile(r"<p>(?P<tok>BOTHROWS[0-9A-F]{8}N\d{4}Z)</p>")
 
@@ -59,6 +63,7 @@ class BothrowsPlugin(BasePlugin[BothrowsConfig]):
         self.db_path = database_of(config)
         self.rendered: dict[str, RenderedPost] = {}
         self.pages: dict[str, str] = {}  # token -> src_uri of the page that owns it
+        self.listed: dict[str, tuple[str, str, str]] = {}  # post src_uri -> (date, title, url)
         # our theme override goes after the author's custom_dir, before the theme itself
         # (on_config runs again on every `mkdocs serve` rebuild: insert once)
         dirs = config.theme.dirs
@@ -74,6 +79,7 @@ class BothrowsPlugin(BasePlugin[BothrowsConfig]):
                 files.remove(f)
         files.append(File.generated(config, PLOTLY_URI, abs_src_path=str(PLOTLY_JS)))
         files.append(File.generated(config, CSS_URI, abs_src_path=str(ASSETS_DIR / "bothrows.css")))
+        files.append(File.generated(config, JS_URI, abs_src_path=str(ASSETS_DIR / "bothrows.js")))
         return files
 
     def on_page_markdown(self, markdown, page, config, files):
@@ -122,10 +128,25 @@ class BothrowsPlugin(BasePlugin[BothrowsConfig]):
         return _TOKEN.sub(replace, html)
 
     def on_page_content(self, html, page, config, files):
+        if page.file.src_uri in self.rendered:
+            day = str((page.meta or {}).get("date", ""))
+            self.listed[page.file.src_uri] = (day, page.title or page.file.src_uri, page.url)
         return self._swap(html, page.file.src_uri)
 
     def on_post_page(self, output, page, config):
+        if POSTS_MARKER in output:  # every post is rendered by now: list them with their pairs
+            output = output.replace(POSTS_MARKER, self._post_list(page.url))
         return self._swap(output, page.file.src_uri)
+
+    def _post_list(self, from_url: str) -> str:
+        here = from_url if from_url.endswith("/") else posixpath.dirname(from_url)
+        entries = [
+            (title, posixpath.relpath(url or ".", here or ".") + "/", self.rendered[key].headline)
+            for key, (_, title, url) in sorted(
+                self.listed.items(), key=lambda kv: (kv[1][0], kv[1][1]), reverse=True
+            )
+        ]
+        return render_block("post_list.html", entries=entries)
 
     def on_post_build(self, config):
         site = Path(config.site_dir)

@@ -7,7 +7,8 @@
   the provenance and audit sections at its end; then assembly.
 - Front matter: `experiment:` or `experiments: [a, b]` (the first is the default of every
   call's `experiment=`), `chip:` (the home chip, `home.py`), `base:` (the default base
-  arm; otherwise each declaration's first arm), `date:` and `updates:`.
+  arm; otherwise each declaration's first arm), `date:`, `updates:`, `data:` (a pin,
+  `home.py`) and `headline:` (`headline.py`).
 - It knows nothing about mkdocs (the plugin and `runner audit` share it).
 """
 
@@ -24,8 +25,9 @@ from runner.publish import across, machines, queries
 from runner.publish.api import post_api
 from runner.publish.claims import Verdict
 from runner.publish.frontmatter import declared, downloads_folder, experiments_of
+from runner.publish.headline import pair_line
 from runner.publish.home import Judging, match_chip, post_cutoff, read_pin, resolve_home, unseen_by_home
-from runner.publish.notes import Note, as_day, declared_notes
+from runner.publish.notes import Note, as_day, declared_notes, notes_html
 from runner.publish.postdata import Failure, PostData, PostState, chip_labels
 from runner.publish.provenance import Downloads
 from runner.publish.rows import LaterRun
@@ -49,6 +51,7 @@ class RenderedPost:
     home_label: str = ""
     home: Judging | None = None  # where the claims were judged (runner pin reads it)
     claim_cells: set[tuple] = field(default_factory=set)  # (experiment, chip, arm, concurrency)
+    headline: str = ""  # the headline pair's line (headline.py), for the index pages
 
 
 def _render_body(body: str, datas: dict[str, PostData], default: str) -> str:
@@ -193,7 +196,9 @@ def render_post(
         first = datas[next(iter(datas))]  # tokens of the sections are the first experiment's
         # Notes: the declared ones and those later runs made, under the title.
         notes = _notes(post, datas, judging, as_of, declared, state.verdicts, out.columns)
-        top = _notes_section(first, notes, any(post.quick.values()))
+        top = str(pair_line(datas, meta, first.experiment)) + _notes_section(
+            first, notes, any(post.quick.values())
+        )
         # Provenance: each experiment's facts and its share of the downloads.
         out.downloads = _downloads(reader, post, downloads_folder(key), state)
         provenance = _provenance(post, datas, [(n, first.href(n)) for n in out.downloads.file_names()])
@@ -206,6 +211,7 @@ def render_post(
         out.verdicts, out.notes = state.verdicts, notes
         out.home_label = _home_text(post, judging)
         out.home, out.claim_cells = judging, set(state.claim_cells)
+        out.headline = state.headline_html
     return out
 
 
@@ -249,7 +255,7 @@ def _notes(post: _Post, datas, judging, as_of, declared: list[Note], home, colum
 
 def _notes_section(first: PostData, notes: list[Note], quick: bool) -> str:
     """The notes block (and the quick-data banner) that goes under the title."""
-    return str(first.token(render_block("notes.html", notes=notes, quick=quick), ""))
+    return str(first.token(notes_html(notes, quick), ""))
 
 
 def _provenance(post: _Post, datas: dict[str, PostData], links: list[tuple[str, str]]) -> str:
@@ -341,8 +347,8 @@ def _later_notes(post: _Post, datas, judging, as_of, home, columns) -> list[Note
     out = []
     for e, q in post.quick.items():
         runs = post.later(e, q, as_of)
-        out += across.later_notes(e, runs, labels, judging.chip_id, home, by_chip)
-        out += machines.probe_notes(post.reader, e, q, runs, judging, labels)
+        machine = machines.group_difference(post.reader, e, q, judging)
+        out += across.later_notes(e, runs, labels, home, by_chip, datas[e].state.claim_experiments, machine)
     return out
 
 

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from markupsafe import Markup
 
 from runner.publish import aa
+from runner.publish.charts import PALETTE
 from runner.publish.claims import Measured, Verdict, claim_link, judge
 from runner.publish.home import (
     Cutoff,
@@ -91,6 +92,10 @@ class PostState:
     cells_of: dict[int, set] = field(default_factory=dict)  # id(Measured) -> its cells
     missing_of: dict[int, str] = field(default_factory=dict)  # id(Measured) -> why it is absent
     home_problem_told: bool = False
+    claim_experiments: dict[int, frozenset[str]] = field(default_factory=dict)  # claim number -> read
+    headline_calls: list[tuple] = field(default_factory=list)  # (experiment, arm, base, metrics)
+    arm_colors: dict[str, str] = field(default_factory=dict)  # one colour per arm across the post
+    headline_html: str = ""  # the headline pair's line, for the blog index and the home page
 
 
 class PostData:
@@ -136,6 +141,8 @@ class PostData:
         self.aa_arm = aa.copied_arm(self.reader, experiment, quick)  # its copy is the provenance's
         self.arm_order = tuple(a for a in arms if self.aa_arm is None or a != self.aa_arm + aa.COPY_SUFFIX)
         self._aa: dict | None = None
+        for arm in self.arm_order:  # the post's experiments in order: an arm keeps its colour everywhere
+            state.arm_colors.setdefault(arm, PALETTE[len(state.arm_colors) % len(PALETTE)])
         self.base = base if base is not None else (arms[0] if arms else "")
         self.model = experiment  # the declaration's model, when post.py knows it
         self.runtimes = self.reader.arm_runtimes(experiment, quick)  # arm -> (runtime, has passes)
@@ -353,6 +360,7 @@ class PostData:
             return Markup.escape(str(stated))
         cells = self.state.cells_of.get(id(measured), set())
         self.state.claim_cells |= cells
+        self.state.claim_experiments[len(self.state.verdicts) + 1] = frozenset(c[0] for c in cells)
         verdict = judge(
             len(self.state.verdicts) + 1,
             str(stated),

@@ -16,6 +16,7 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from runner.publish import charts, sql
+from runner.publish.blocks import figure_div
 from runner.publish.passcost import MAX_WIDTH, interval_of
 from runner.publish.postdata import PostData
 from runner.publish.predict import WARN_ABOVE, WIDTHS, predicted_crossover
@@ -199,8 +200,9 @@ def prediction_chart(data: PostData, arms=None, base: str | None = None) -> Mark
         fig["layout"][key]["range"] = [0.5, MAX_WIDTH + 0.5]
     html = render_block(
         "chart.html",
-        div_id=charts.chart_id(data.key, "prediction", base, *arms, len(data.state.blocks)),
-        figure=charts.figure_json(fig),
+        body=Markup(
+            figure_div(charts.chart_id(data.key, "prediction", base, *arms, len(data.state.blocks)), fig)
+        ),
         caption="decode per sequence by batch width: measured (markers, 95% interval) and predicted "
         "by the pass-cost model fitted to every pass (dashed, 95% band from resampling runs); "
         f"widths beyond the measured ceiling ({reg.ceiling}) are extrapolated",

@@ -63,8 +63,7 @@ def timeline_chart(data: PostData, concurrency: int | None, round_: int, chip: s
     sql_href = data.register_sql("timeline", sql.inline_sql(sql.TIMELINE_SQL, params))
     html = render_block(
         "chart.html",
-        div_id=div_id,
-        figure=charts.figure_json(fig),
+        body=Markup(render_block("chart_div.html", div_id=div_id, figure=charts.figure_json(fig))),
         caption=f"inter-token gap of every request against its token's time, concurrency "
         f"{conc}, round {round_}, on {data.chip_names.get(chip_id, chip_id)}; "
         "one panel per arm, one line per request",

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from runner.publish import sql
+from runner.publish.chiptabs import ChipPane, chip_tabs
 from runner.publish.claims import Measured
 from runner.publish.intervals import level, paired
 from runner.publish.postdata import PostData
+from runner.publish.tables import set_id
 from runner.publish.templating import render_block
 
 METRIC = "decode_tps"
@@ -201,6 +203,7 @@ def traffic(data: PostData, profile: object, label: str, base: str | None) -> Ma
         rows = [_row(e, base_e, best, runner_up) for e in speeds]
         chips.append(
             {
+                "chip_id": chip_id,
                 "name": data.chip_names.get(chip_id, chip_id),
                 "best": best.arm,
                 "runner_up": runner_up.arm if runner_up else "",
@@ -208,12 +211,14 @@ def traffic(data: PostData, profile: object, label: str, base: str | None) -> Ma
                 "rows": rows,
             }
         )
+    panes = [
+        ChipPane(c["chip_id"], c["name"], render_block("traffic_chip.html", chip=c, base=base)) for c in chips
+    ]
     html = render_block(
         "traffic.html",
         label=label,
         shares=[{"concurrency": c, "share": f"{s:.0%}"} for c, s in prof.shares],
-        chips=chips,
-        base=base,
+        body=chip_tabs(panes, data.judging.chip_id, set_id(data, "traffic")) if panes else "",
         sql_href=sql_href,
     )
     return data.token(html, "")
