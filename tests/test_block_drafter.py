@@ -106,14 +106,14 @@ def test_block_sees_no_context_at_or_after_its_anchor(target):
 def test_a_training_step_lowers_the_loss(target):
     drafter = make_drafter(target)
     cfg = dt.DrafterTrainConfig(steps=10, k=K, warmup=1, peak_lr=3e-3)
-    tokens, anchors = AnchorSampler(sequences(target), 8, 4, 6, K, 0).next()
-    tokens, anchors = mx.array(tokens), mx.array(anchors)
+    batch = AnchorSampler(sequences(target), 8, 4, 6, K, 0).next()
+    tokens, anchors = mx.array(batch.tokens), mx.array(batch.anchors)
     feats = dt.target_features(target, tokens, drafter.cfg.target_layers)
     before = dt.block_loss(drafter, target, feats, tokens, anchors, K, cfg.gamma).item()
     optimizer = dt.make_optimizer(cfg)
     step = dt.make_step(drafter, target, optimizer, cfg)
     for _ in range(3):
-        loss, _ = step(tokens, anchors)
+        loss, _ = step(feats, tokens, anchors)
         mx.eval(loss, drafter.parameters(), optimizer.state)
     after = dt.block_loss(drafter, target, feats, tokens, anchors, K, cfg.gamma).item()
     assert after < before - 0.05
@@ -123,13 +123,14 @@ def test_resume_reproduces_an_uninterrupted_run(target, tmp_path):
     seqs = sequences(target, n=8, T=24)
     cfg = dt.DrafterTrainConfig(steps=6, batch=2, anchors=3, k=K, warmup=2, checkpoint_every=3, log_every=100)
     meta = {"test": 1}
+    feats = dt.precompute_features(target, seqs, spread_layers(target.args.num_hidden_layers), batch=3)
 
     class Interrupted(Exception):
         pass
 
     def run(steps_cap, state_dir, restored=None):
         drafter = restored.drafter if restored else make_drafter(target)
-        sampler = AnchorSampler(seqs, 8, cfg.batch, cfg.anchors, K, cfg.seed)
+        sampler = AnchorSampler(seqs, 8, cfg.batch, cfg.anchors, K, cfg.seed, feats)
         calls = iter(range(steps_cap))
 
         def capped():
@@ -184,3 +185,18 @@ def test_saved_drafter_loads_beside_a_checkpoint_the_target_loader_still_reads(
     (ckpt / DRAFTER_DIR / WEIGHTS_FILE).write_bytes(b"not safetensors")
     with pytest.raises(DrafterError, match=f"checkpoint {ckpt}: .*{WEIGHTS_FILE}: cannot read"):
         load_checkpoint_drafter(ckpt, target.args)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train"], "give --preset tiny|deep, or --drafter block --model tiny|deep"),
+        (["train", "--drafter", "block"], "--drafter block needs --model tiny or --model deep"),
+        (["train", "--drafter", "block", "--model", "tiny", "--steps", "0"], "--steps must be >= 1, got 0"),
+    ],
+)
+def test_train_drafter_argument_errors_are_one_line(argv, message, capsys):
+    from runner.cli import main
+
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == f"train: {message}"

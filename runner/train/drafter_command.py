@@ -100,7 +100,11 @@ def train(checkpoint: Path, args: argparse.Namespace, verb: str) -> None:
         )
     started = time.time()
     seqs = drafter_data.cached_continuations(checkpoint, states / "continuations.npz", spec, log)
-    sampler = drafter_data.AnchorSampler(seqs, spec.prompt_tokens, cfg.batch, cfg.anchors, cfg.k, cfg.seed)
+    log(f"{verb}: target features of {len(seqs)} sequences (computed once)")
+    features = drafter_train.precompute_features(target, seqs, dcfg.target_layers)
+    sampler = drafter_data.AnchorSampler(
+        seqs, spec.prompt_tokens, cfg.batch, cfg.anchors, cfg.k, cfg.seed, features
+    )
     if restored is not None:
         drafter = restored.drafter
     else:

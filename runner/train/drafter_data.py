@@ -5,8 +5,9 @@
   cache; the engine's `Model` agrees token for token, see evaluate.py's parity check).
 - The sequences are cached in one .npz beside the training state (never committed),
   with the settings that made them: a cache made under other settings is refused.
-- `AnchorSampler` draws seeded batches of sequences and random anchors in the greedy
-  part, so every block's k labels are the target's greedy tokens.
+- `AnchorSampler` draws seeded batches of sequences (with their precomputed target
+  features, when given) and random anchors in the greedy part, so every block's k labels
+  are the target's greedy tokens.
 """
 
 from __future__ import annotations
@@ -14,11 +15,17 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
 from ..engine.checkpoint import CheckpointError
+
+
+class Batch(NamedTuple):
+    tokens: np.ndarray  # (B, T)
+    anchors: np.ndarray  # (B, A) sorted
+    features: Optional[np.ndarray] = None  # (B, T, n*H) precomputed target features, if any
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,14 @@ class AnchorSampler:
     prompt_tokens - 1 <= a <= T - 1 - k (the block's labels a+1..a+k are all greedy)."""
 
     def __init__(
-        self, sequences: np.ndarray, prompt_tokens: int, batch: int, anchors: int, k: int, seed: int
+        self,
+        sequences: np.ndarray,
+        prompt_tokens: int,
+        batch: int,
+        anchors: int,
+        k: int,
+        seed: int,
+        features: Optional[np.ndarray] = None,
     ):
         T = sequences.shape[1]
         self.low, self.high = prompt_tokens - 1, T - 1 - k
@@ -86,10 +100,11 @@ class AnchorSampler:
             raise ValueError(
                 f"sequences of {T} tokens leave no anchor for blocks of {k} after {prompt_tokens}"
             )
-        self.sequences, self.batch, self.anchors = sequences, batch, anchors
+        self.sequences, self.features, self.batch, self.anchors = sequences, features, batch, anchors
         self.rng = np.random.default_rng(seed)
 
-    def next(self) -> tuple[np.ndarray, np.ndarray]:
-        rows = self.rng.integers(0, len(self.sequences), size=self.batch)
+    def next(self) -> Batch:
+        rows = np.sort(self.rng.integers(0, len(self.sequences), size=self.batch))
         anchors = self.rng.integers(self.low, self.high + 1, size=(self.batch, self.anchors))
-        return self.sequences[rows], np.sort(anchors, axis=1).astype(np.int32)
+        feats = None if self.features is None else self.features[rows]
+        return Batch(self.sequences[rows], np.sort(anchors, axis=1).astype(np.int32), feats)

@@ -17,6 +17,7 @@ import json
 import shutil
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional
 
@@ -29,6 +30,7 @@ from mlx.utils import tree_flatten, tree_unflatten
 from ..engine.block_drafter import BlockDrafter, draft_logits, load_block_drafter, save_block_drafter
 from ..engine.checkpoint import CheckpointError
 from ..engine.model import Capture, Model
+from .drafter_data import Batch
 
 
 @dataclass
@@ -45,6 +47,7 @@ class DrafterTrainConfig:
     seed: int = 0
     checkpoint_every: int = 50
     log_every: int = 10
+    compile: bool = True
 
 
 def target_features(target: Model, tokens: mx.array, layers: tuple[int, ...]) -> mx.array:
@@ -53,6 +56,18 @@ def target_features(target: Model, tokens: mx.array, layers: tuple[int, ...]) ->
     final = target.hidden_states(tokens, capture=cap, dense_moe=True)
     normed = cap.normed
     return mx.stop_gradient(mx.concatenate([final if j == len(normed) else normed[j] for j in layers], -1))
+
+
+def precompute_features(
+    target: Model, sequences: np.ndarray, layers: tuple[int, ...], batch: int = 32
+) -> np.ndarray:
+    """Every sequence's context features (N, T, n*H) float32, computed once: the target is
+    frozen, so each step reads them instead of re-running it."""
+    out = [
+        np.array(target_features(target, mx.array(sequences[i : i + batch]), layers))
+        for i in range(0, len(sequences), batch)
+    ]
+    return np.concatenate(out)
 
 
 class BlockBatch(NamedTuple):
@@ -98,20 +113,19 @@ def make_optimizer(cfg: DrafterTrainConfig) -> optim.Optimizer:
 
 
 def make_step(drafter: BlockDrafter, target: Model, optimizer: optim.Optimizer, cfg: DrafterTrainConfig):
-    """One update on (tokens, anchors); returns (loss before the update, grad norm)."""
-    target.freeze()
+    """One update on (features, tokens, anchors); returns (loss before the update, grad norm)."""
     loss_and_grad = nn.value_and_grad(
         drafter, lambda d, f, t, a: block_loss(d, target, f, t, a, cfg.k, cfg.gamma)
     )
 
-    def step(tokens: mx.array, anchors: mx.array) -> tuple[mx.array, mx.array]:
-        features = target_features(target, tokens, drafter.cfg.target_layers)
+    def step(features: mx.array, tokens: mx.array, anchors: mx.array) -> tuple[mx.array, mx.array]:
         loss, grads = loss_and_grad(drafter, features, tokens, anchors)
         grads, norm = optim.clip_grad_norm(grads, cfg.grad_clip)
         optimizer.update(drafter, grads)
         return loss, norm
 
-    return step
+    state = [drafter.state, optimizer.state]
+    return partial(mx.compile, inputs=state, outputs=state)(step) if cfg.compile else step
 
 
 LATEST = "latest"
@@ -161,7 +175,7 @@ def load_state(state_dir: Path, meta: dict) -> Optional[Restored]:
 def train_drafter(
     drafter: BlockDrafter,
     target: Model,
-    next_batch: Callable[[], tuple[np.ndarray, np.ndarray]],
+    next_batch: Callable[[], Batch],
     rng: np.random.Generator,
     cfg: DrafterTrainConfig,
     state_dir: Optional[Path] = None,
@@ -182,8 +196,14 @@ def train_drafter(
     step = make_step(drafter, target, optimizer, cfg)
     started = time.time() - (history[-1]["elapsed_s"] if history else 0.0)
     for i in range(len(history) + 1, cfg.steps + 1):
-        tokens, anchors = next_batch()
-        loss, norm = step(mx.array(tokens), mx.array(anchors))
+        batch = next_batch()
+        tokens = mx.array(batch.tokens)
+        features = (
+            target_features(target, tokens, drafter.cfg.target_layers)
+            if batch.features is None
+            else mx.array(batch.features)
+        )
+        loss, norm = step(features, tokens, mx.array(batch.anchors))
         mx.eval(loss, norm, drafter.parameters(), optimizer.state)
         history.append(
             {
