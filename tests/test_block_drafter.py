@@ -200,3 +200,24 @@ def test_train_drafter_argument_errors_are_one_line(argv, message, capsys):
 
     assert main(argv) == 2
     assert capsys.readouterr().err.strip() == f"train: {message}"
+
+
+def test_rounds_match_an_engine_style_loop_over_the_context_cache(target):
+    """The batched simulation equals one row drafting through ContextCache: append the
+    verified positions (rejected ones appended then trimmed), propose from the anchor."""
+    drafter = make_drafter(target)
+    seqs = mx.array(sequences(target, n=1, T=40, seed=3))
+    feats = dt.target_features(target, seqs, drafter.cfg.target_layers)
+    expected = simulate_rounds(drafter, target, feats, seqs, 16, K)
+    cache, got, a = ContextCache(drafter), [], 16
+    cache.append(0, feats[0, :a])
+    truth = np.array(seqs[0])
+    while a + K <= 39:
+        ctx, lens = cache.gather([0])
+        drafts = np.array(propose(drafter, target, ctx, lens, seqs[0, a : a + 1], K).tokens[0])
+        j = int(np.cumprod(drafts == truth[a + 1 : a + K + 1]).sum())
+        got.append(j)
+        cache.append(0, feats[0, a : a + K + 1])  # the verify pass's K + 1 positions
+        cache.trim(0, a + j + 1)  # keep the accepted ones only
+        a += j + 1
+    assert got == expected

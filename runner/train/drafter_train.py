@@ -45,7 +45,7 @@ class DrafterTrainConfig:
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     seed: int = 0
-    checkpoint_every: int = 50
+    checkpoint_every: int = 25
     log_every: int = 10
     compile: bool = True
 
