@@ -44,7 +44,8 @@ def drafter_lines(checkpoint: Path) -> list[str]:
         f"train-stream prompt tokens + {data.get('generate')} generated, seed {data.get('seed')}); "
         f"{log.get('train_s', 0) / 60:.0f} min at `nice 19` on a 2-core machine shared with other jobs "
         "(wall time says little about the work). Resume: "
-        f"`runner train --drafter block --model {checkpoint.name} --resume`.",
+        f"`runner train --drafter block --model {checkpoint.name} --steps {tc.get('steps')} --resume` "
+        "(it needs the state folder `.resume/block_drafter/`, which is not committed).",
     ]
     if not ev:
         return [*lines, "- Not evaluated yet.", ""]
