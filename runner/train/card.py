@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from . import corpus
+from .drafter_card import drafter_lines
 
 
 def _load(path: Path) -> dict:
@@ -169,6 +170,7 @@ def render(directory: Path, manifest: Path = corpus.MANIFEST) -> str:
         f"model's greedy x_(t+2) ({ev.get('drafted')} drafts). The continuations come from mlx-lm "
         "loading this directory; our engine's `Model` re-scores them and must agree on every token.",
         "",
+        *drafter_lines(directory),
     ]
     return "\n".join(lines)
 

@@ -65,9 +65,10 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--preset",
         choices=("tiny", "deep"),
-        required=True,
         help="tiny: re-create runner/models/tiny; deep: grow it to 16 layers and train on",
     )
+    p.add_argument("--drafter", choices=("block",), help="train a shipped model's block drafter instead")
+    p.add_argument("--model", choices=("tiny", "deep"), help="with --drafter: the shipped model")
     p.add_argument(
         "--resume", action="store_true", help="continue an interrupted run from its last checkpoint"
     )
@@ -76,7 +77,15 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main_train(args: argparse.Namespace) -> int:
-    """`runner train --preset NAME`: one command per shipped checkpoint."""
+    """`runner train --preset NAME`: one command per shipped checkpoint (or, with
+    `--drafter block --model NAME`, its block drafter)."""
+    if args.drafter or args.model:
+        from .drafter_command import main_train_drafter
+
+        return main_train_drafter(args)
+    if args.preset is None:
+        print("train: give --preset tiny|deep, or --drafter block --model tiny|deep", file=sys.stderr)
+        return 2
     if args.preset == "tiny":
         if args.resume:
             print(

@@ -1,0 +1,223 @@
+"""The block drafter on a random target (real MLX): the engine-side cache and `propose`
+agree with training's batched blocks, rollback keeps accepted positions only, a training
+step lowers the loss, resume reproduces an uninterrupted run, and bad files are one
+clear error naming the checkpoint and file."""
+
+from __future__ import annotations
+
+import shutil
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx.utils import tree_flatten
+
+from runner.engine.block_drafter import (
+    DRAFTER_DIR,
+    WEIGHTS_FILE,
+    BlockDrafter,
+    ContextCache,
+    DrafterConfig,
+    DrafterError,
+    drafter_dir,
+    load_checkpoint_drafter,
+    propose,
+    save_block_drafter,
+    spread_layers,
+)
+from runner.engine.checkpoint import CheckpointError, load_model, read_args
+from runner.train import drafter_train as dt
+from runner.train.drafter_data import AnchorSampler
+from runner.train.drafter_eval import simulate_rounds
+
+K = 4
+
+
+@pytest.fixture(scope="module")
+def target(tiny_checkpoint):
+    args = read_args(tiny_checkpoint)
+    return load_model(tiny_checkpoint, args, with_mtp=True, with_indexer=False, fuse=False)
+
+
+def make_drafter(target, seed=0) -> BlockDrafter:
+    args = target.args
+    mx.random.seed(seed)
+    cfg = DrafterConfig(
+        hidden_size=args.hidden_size,
+        target_layers=spread_layers(args.num_hidden_layers),
+        num_heads=2,
+        num_kv_heads=1,
+        head_dim=8,
+        intermediate_size=64,
+        block_size=K,
+    )
+    d = BlockDrafter(cfg)
+    mx.eval(d.parameters())
+    return d
+
+
+def sequences(target, n=6, T=32, seed=0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(1, target.args.vocab_size, size=(n, T)).astype(np.int32)
+
+
+def test_spread_layers_reach_the_final_hidden():
+    assert spread_layers(4) == (1, 2, 3, 4)
+    assert spread_layers(16) == (1, 6, 11, 16)
+
+
+def test_cache_and_propose_match_batched_blocks_and_rollback(target):
+    drafter = make_drafter(target)
+    seqs = mx.array(sequences(target))
+    feats = dt.target_features(target, seqs, drafter.cfg.target_layers)
+    anchors = [9, 17]
+    ref = dt.block_logits(drafter, target, feats[:2], seqs[:2], mx.array([[9], [17]]), K)
+    cache = ContextCache(drafter)
+    cache.append(0, feats[0, :5])
+    cache.append(0, feats[0, 5:9])
+    # Row 1 drafts past a rejected tail: positions 17..20 appended, then rolled back.
+    cache.append(1, feats[1, :21])
+    cache.trim(1, 17)
+    assert cache.length(1) == 17 and cache.nbytes(1) == 17 * cache.nbytes(0) / 9
+    ctx, lens = cache.gather([0, 1])
+    out = propose(drafter, target, ctx, lens, seqs[mx.arange(2), mx.array(anchors)], K)
+    assert out.tokens.shape == (2, K)
+    assert mx.allclose(out.logits, ref.logits, atol=1e-4).item()
+    assert (out.tokens == mx.argmax(ref.logits, axis=-1)).all().item()
+    with pytest.raises(ValueError):
+        cache.trim(1, 18)
+    cache.drop(1)
+    assert cache.length(1) == 0 and cache.nbytes(1) == 0
+
+
+def test_block_sees_no_context_at_or_after_its_anchor(target):
+    drafter = make_drafter(target)
+    seqs = sequences(target, n=1)
+    changed = seqs.copy()
+    changed[0, 12:] = (changed[0, 12:] + 7) % target.args.vocab_size
+    outs = []
+    for s in (seqs, changed):
+        s = mx.array(s)
+        feats = dt.target_features(target, s, drafter.cfg.target_layers)
+        outs.append(dt.block_logits(drafter, target, feats, s, mx.array([[11]]), K).logits)
+    # Token 11 (the anchor) is the same; only features of positions >= 12 changed, unseen.
+    assert mx.allclose(outs[0], outs[1], atol=1e-5).item()
+
+
+def test_a_training_step_lowers_the_loss(target):
+    drafter = make_drafter(target)
+    cfg = dt.DrafterTrainConfig(steps=10, k=K, warmup=1, peak_lr=3e-3)
+    batch = AnchorSampler(sequences(target), 8, 4, 6, K, 0).next()
+    tokens, anchors = mx.array(batch.tokens), mx.array(batch.anchors)
+    feats = dt.target_features(target, tokens, drafter.cfg.target_layers)
+    before = dt.block_loss(drafter, target, feats, tokens, anchors, K, cfg.gamma).item()
+    optimizer = dt.make_optimizer(cfg)
+    step = dt.make_step(drafter, target, optimizer, cfg)
+    for _ in range(3):
+        loss, _ = step(feats, tokens, anchors)
+        mx.eval(loss, drafter.parameters(), optimizer.state)
+    after = dt.block_loss(drafter, target, feats, tokens, anchors, K, cfg.gamma).item()
+    assert after < before - 0.05
+
+
+def test_resume_reproduces_an_uninterrupted_run(target, tmp_path):
+    seqs = sequences(target, n=8, T=24)
+    cfg = dt.DrafterTrainConfig(steps=6, batch=2, anchors=3, k=K, warmup=2, checkpoint_every=3, log_every=100)
+    meta = {"test": 1}
+    feats = dt.precompute_features(target, seqs, spread_layers(target.args.num_hidden_layers), batch=3)
+
+    class Interrupted(Exception):
+        pass
+
+    def run(steps_cap, state_dir, restored=None):
+        drafter = restored.drafter if restored else make_drafter(target)
+        sampler = AnchorSampler(seqs, 8, cfg.batch, cfg.anchors, K, cfg.seed, feats)
+        calls = iter(range(steps_cap))
+
+        def capped():
+            if next(calls, None) is None:
+                raise Interrupted  # the process dies before this step
+            return sampler.next()
+
+        try:
+            dt.train_drafter(
+                drafter, target, capped, sampler.rng, cfg, state_dir, meta, restored, log=lambda m: None
+            )
+        except Interrupted:
+            pass
+        return drafter
+
+    straight = run(6, tmp_path / "a")
+    run(4, tmp_path / "b")  # interrupted after step 4: the last saved state is step 3
+    restored = dt.load_state(tmp_path / "b", meta)
+    assert len(restored.history) == 3
+    resumed = run(3, tmp_path / "b", restored)
+    a, b = dict(tree_flatten(straight.parameters())), dict(tree_flatten(resumed.parameters()))
+    assert a.keys() == b.keys()
+    for name in a:
+        assert mx.array_equal(a[name], b[name]).item(), name
+    with pytest.raises(CheckpointError, match="another recipe"):
+        dt.load_state(tmp_path / "b", {"test": 2})
+
+
+def test_simulated_rounds_commit_at_least_one_token_each(target):
+    drafter = make_drafter(target)
+    seqs = mx.array(sequences(target, n=3, T=40))
+    feats = dt.target_features(target, seqs, drafter.cfg.target_layers)
+    rounds = simulate_rounds(drafter, target, feats, seqs, 16, K)
+    # Every row starts at anchor 16 and advances j + 1 per round until 40 - 1 - K.
+    assert all(0 <= j <= K for j in rounds)
+    assert len(rounds) >= 3 * ((40 - 1 - K - 16) // (K + 1) + 1)
+
+
+def test_saved_drafter_loads_beside_a_checkpoint_the_target_loader_still_reads(
+    target, tiny_checkpoint, tmp_path
+):
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(tiny_checkpoint, ckpt)
+    with pytest.raises(DrafterError, match=f"checkpoint {ckpt}: no block drafter .*{WEIGHTS_FILE} missing"):
+        load_checkpoint_drafter(ckpt, target.args)
+    drafter = make_drafter(target)
+    save_block_drafter(drafter, drafter_dir(ckpt))
+    load_model(ckpt, read_args(ckpt), with_mtp=True, with_indexer=True)  # ignores block_drafter/
+    loaded = load_checkpoint_drafter(ckpt, target.args)
+    for (n, a), (_, b) in zip(tree_flatten(drafter.parameters()), tree_flatten(loaded.parameters())):
+        assert mx.array_equal(a, b).item(), n
+    (ckpt / DRAFTER_DIR / WEIGHTS_FILE).write_bytes(b"not safetensors")
+    with pytest.raises(DrafterError, match=f"checkpoint {ckpt}: .*{WEIGHTS_FILE}: cannot read"):
+        load_checkpoint_drafter(ckpt, target.args)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train"], "give --preset tiny|deep, or --drafter block --model tiny|deep"),
+        (["train", "--drafter", "block"], "--drafter block needs --model tiny or --model deep"),
+        (["train", "--drafter", "block", "--model", "tiny", "--steps", "0"], "--steps must be >= 1, got 0"),
+    ],
+)
+def test_train_drafter_argument_errors_are_one_line(argv, message, capsys):
+    from runner.cli import main
+
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == f"train: {message}"
+
+
+def test_rounds_match_an_engine_style_loop_over_the_context_cache(target):
+    """The batched simulation equals one row drafting through ContextCache: append the
+    verified positions (rejected ones appended then trimmed), propose from the anchor."""
+    drafter = make_drafter(target)
+    seqs = mx.array(sequences(target, n=1, T=40, seed=3))
+    feats = dt.target_features(target, seqs, drafter.cfg.target_layers)
+    expected = simulate_rounds(drafter, target, feats, seqs, 16, K)
+    cache, got, a = ContextCache(drafter), [], 16
+    cache.append(0, feats[0, :a])
+    truth = np.array(seqs[0])
+    while a + K <= 39:
+        ctx, lens = cache.gather([0])
+        drafts = np.array(propose(drafter, target, ctx, lens, seqs[0, a : a + 1], K).tokens[0])
+        j = int(np.cumprod(drafts == truth[a + 1 : a + K + 1]).sum())
+        got.append(j)
+        cache.append(0, feats[0, a : a + K + 1])  # the verify pass's K + 1 positions
+        cache.trim(0, a + j + 1)  # keep the accepted ones only
+        a += j + 1
+    assert got == expected
