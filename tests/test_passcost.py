@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from runner.publish.passcost import TERMS, Fit, Policy, crossing, interval_of
-from runner.publish.queries import DecodeLoad, RunPasses
+from runner.publish.queries_passes import DecodeLoad, RunPasses
 
 TRUE_NS = {"pass": 6e6, "row": 0.5e6, "query_token": 0.5e6, "drafted_row": 1.0e6, "drafting_pass": 2.2e6}
 

@@ -21,7 +21,9 @@ from .model import Model, fuse_for_inference
 
 SHIPPED = Path(__file__).resolve().parent.parent / "models"
 INDEXER_FILE = "indexer.safetensors"
-BLOCK_DRAFTER_FILE = "block_drafter/block_drafter.safetensors"  # its own folder: mlx-lm still loads the directory
+BLOCK_DRAFTER_FILE = (
+    "block_drafter/block_drafter.safetensors"  # its own folder: mlx-lm still loads the directory
+)
 _EXPERT = re.compile(r"^(.*\.mlp)\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 # Tensors some upstream checkpoints carry that we deliberately do not use.
 _IGNORED = re.compile(r"(rotary_emb\.inv_freq$|^mtp\.(embed_tokens|shared_head\.head)\.weight$)")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from runner.publish import charts, queries, sql
+from runner.publish import charts, queries_sweeps, sql, sql_sweeps
 from runner.publish.blocks import figure_div
 from runner.publish.metrics import METRICS
 from runner.publish.templating import render_block
@@ -26,7 +26,9 @@ DEFAULT_METRICS = ("goodput_rps", "ttft_p90_ms", "ttft_p99_ms", "tpot_p90_ms", "
 
 def _rate_views(data) -> dict[float, View]:
     rates = data.reader.sweep_rates(data.experiment, data.quick)
-    return {r: View(queries.RateReader(data.reader, r), data.experiment, data.quick, None) for r in rates}
+    return {
+        r: View(queries_sweeps.RateReader(data.reader, r), data.experiment, data.quick, None) for r in rates
+    }
 
 
 def _not_drawn(data, why: str) -> Markup:
@@ -119,7 +121,7 @@ def capacity_chart(data, metrics=DEFAULT_METRICS, concurrency=None) -> Markup:
                 caption=f"{spec.label} by offered rate at concurrency {conc}, one panel per chip; bars show "
                 "the 95% interval" + ("; the dashed line is the declared SLO" if limit is not None else ""),
                 sql_href=data.register_sql(
-                    "capacity", sql.inline_sql(sql.at_rate(sql.RUN_VALUES_SQL), data.params)
+                    "capacity", sql.inline_sql(sql_sweeps.at_rate(sql.RUN_VALUES_SQL), data.params)
                 ),
             )
         )

@@ -24,7 +24,7 @@
   together). Seeded by sha256 of (key, chip,
   concurrency): arms of one chip draw the same rounds, so gains and crossovers are
   paired draw by draw.
-This module computes; the query layer hands it `queries.RunPasses` and `ArmPolicy`.
+This module computes; the query layer hands it `queries_passes.RunPasses` and `ArmPolicy`.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class Stats:
 
 
 def run_stats(runs, loads: dict) -> Stats:
-    """loads: (concurrency, round) -> queries.DecodeLoad of the same run."""
+    """loads: (concurrency, round) -> queries_passes.DecodeLoad of the same run."""
     keys, xtx, xty, rows, drafted, totals = [], [], [], [], [], []
     for r in runs:
         load = loads.get((r.concurrency, r.round))

@@ -128,8 +128,12 @@ class PostData:
         self.busy = self.reader.busy_cells(experiment, quick)
         self.short = self.reader.short_cells(experiment, quick)  # (chip, arm, c) -> ShortCount
         self.allow_short = allow_short
+        self.aa_arm = aa.copied_arm(self.reader, experiment, quick)  # its copy is the provenance's
+        copy = None if self.aa_arm is None else self.aa_arm + aa.COPY_SUFFIX
+        # The A/A copy is no arm of the post: its cells feed the provenance's coverage line
+        # only, so a chip measured before `aa = true` has no gap for it.
         self.regimes: Regimes = check_regimes(
-            self.reader.layout(experiment, quick),
+            [cell for cell in self.reader.layout(experiment, quick) if cell.arm != copy],
             self.now.measured,
             [c.chip_id for c in self.chips],
             self.chip_names,
@@ -138,8 +142,7 @@ class PostData:
         arms = [a for a in declared_arms if a in self.regimes.arms] + sorted(
             a for a in self.regimes.arms if a not in declared_arms
         )
-        self.aa_arm = aa.copied_arm(self.reader, experiment, quick)  # its copy is the provenance's
-        self.arm_order = tuple(a for a in arms if self.aa_arm is None or a != self.aa_arm + aa.COPY_SUFFIX)
+        self.arm_order = tuple(arms)
         self._aa: dict | None = None
         for arm in self.arm_order:  # the post's experiments in order: an arm keeps its colour everywhere
             state.arm_colors.setdefault(arm, PALETTE[len(state.arm_colors) % len(PALETTE)])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from runner.publish import charts, sql
+from runner.publish import charts, sql, sql_passes
 from runner.publish.blocks import figure_div
 from runner.publish.passcost import MAX_WIDTH, interval_of
 from runner.publish.postdata import PostData
@@ -206,7 +206,7 @@ def prediction_chart(data: PostData, arms=None, base: str | None = None) -> Mark
         caption="decode per sequence by batch width: measured (markers, 95% interval) and predicted "
         "by the pass-cost model fitted to every pass (dashed, 95% band from resampling runs); "
         f"widths beyond the measured ceiling ({reg.ceiling}) are extrapolated",
-        sql_href=data.register_sql("chart", sql.inline_sql(sql.PASS_ROWS_SQL, data.params)),
+        sql_href=data.register_sql("chart", sql.inline_sql(sql_passes.PASS_ROWS_SQL, data.params)),
     )
     out = "".join(str(Markup('<p class="bothrows-absent">{}.</p>').format(n)) for n in notes)
     if warn:

@@ -13,14 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import NamedTuple
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
-from runner.publish.home import Cutoff
 from runner.publish.metrics import METRICS
+from runner.publish.queries_passes import PassQueries
+from runner.publish.queries_sweeps import SweepQueries
+from runner.publish.queries_views import ViewQueries, judged
 from runner.publish.rows import (
     ArmRuntime,
     CellKey,
@@ -34,26 +35,16 @@ from runner.publish.rows import (
     WidthRuns,
 )
 from runner.publish.sql import (
-    ARM_POLICIES_SQL,
     ARM_RUNTIMES_SQL,
     BUSY,
     BUSY_CELLS_SQL,
     CELLS_SQL,
-    CHIP_ARM_RUNTIMES_SQL,
     CHIPS_SQL,
-    CHOSEN_RUNS,
     DECLARATION_CELLS_SQL,
-    DECODE_LOAD_SQL,
     DRAFTED_BY_WIDTH_RUNS_SQL,
-    FOLDERS_OF_CHIPS_SQL,
     GAP_VALUES_SQL,
     LAYOUT_SQL,
     LOAD_SQL,
-    MEASUREMENT_FOLDERS_SQL,
-    PASS_ROWS_SQL,
-    PROBE_OF_RUNS_SQL,
-    PROBE_OF_VIEW_SQL,
-    PROBES_BY_CHIP_SQL,
     PROVENANCE_SQL,
     RAW_SQL,
     REMEASURED_SQL,
@@ -61,15 +52,9 @@ from runner.publish.sql import (
     REQUEST_VALUES_SQL,
     RUN_SUMMARY_SQL,
     RUN_VALUES_SQL,
-    SHORT_CELLS_SQL,
-    SLO_MET_SQL,
-    SLO_SQL,
-    SWEEP_RATES_SQL,
     TIMELINE_SQL,
-    UNSEEN_SQL,
-    at_rate,
-    picked,
 )
+from runner.publish.sql_sweeps import at_rate
 from runner.store.migrations import SCHEMA_VERSION
 
 
@@ -91,50 +76,6 @@ class CellStat:
     n_rounds: int
 
 
-class RunPasses(NamedTuple):
-    """One run's passes as numpy arrays (one entry a pass), for the pass-cost model."""
-
-    chip_id: str
-    arm: str
-    concurrency: int
-    round: int
-    width: np.ndarray
-    prefill_tokens: np.ndarray
-    decode_tokens: np.ndarray
-    drafted: np.ndarray
-    accepted: np.ndarray
-    emitted: np.ndarray
-    duration_ns: np.ndarray
-
-
-class DecodeLoad(NamedTuple):
-    """One run's prefill inside its requests' decode intervals: (request, pass) pairs
-    counted over every request, and the prefill tokens of those passes."""
-
-    chip_id: str
-    arm: str
-    concurrency: int
-    round: int
-    decode_passes: int
-    prefill_tokens: float
-
-
-class ArmPolicy(NamedTuple):
-    """An arm's declared draft decisions: whether it runs the MTP head, and its policy."""
-
-    arm: str
-    mtp: bool
-    draft_policy: str
-
-
-@dataclass(frozen=True, slots=True)
-class ShortCount:
-    """Requests of one cell (over its rounds) that came back shorter than asked, of all."""
-
-    short: int
-    requests: int
-
-
 @dataclass(frozen=True, slots=True)
 class Chip:
     chip_id: str
@@ -143,7 +84,7 @@ class Chip:
     blas: str
 
 
-class Reader:
+class Reader(ViewQueries, PassQueries, SweepQueries):
     """A read-only connection to one bothrows database."""
 
     def __init__(self, path: str | Path):
@@ -289,36 +230,6 @@ class Reader:
             runs.drafted.append(int(d))
         return out
 
-    def pass_runs(
-        self, experiment: str, quick: bool, as_of: datetime | Cutoff | None = None
-    ) -> list[RunPasses]:
-        """Every chosen run that has per-pass rows, its passes as arrays."""
-        sql, p = judged(
-            PASS_ROWS_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of, "label": None}
-        )
-        fields = RunPasses._fields[4:]
-        return [
-            RunPasses(*key, *(np.asarray(cols[f], dtype=float) for f in fields))
-            for key, cols in self._blocks(sql, p)
-        ]
-
-    def decode_loads(
-        self, experiment: str, quick: bool, as_of: datetime | Cutoff | None = None
-    ) -> list[DecodeLoad]:
-        sql, p = judged(DECODE_LOAD_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of})
-        return [
-            DecodeLoad(c, a, int(k), int(r), int(n), float(pf)) for c, a, k, r, n, pf in self._rows(sql, p)
-        ]
-
-    def chip_arm_runtimes(self, experiment: str, quick: bool) -> dict[tuple[str, str], str]:
-        """(chip, arm) -> its runtime (runs from before the runtime column: ours)."""
-        p = {"experiment": experiment, "quick": quick, "as_of": None}
-        return {(c, a): str(rt) for c, a, rt in self._rows(CHIP_ARM_RUNTIMES_SQL, p)}
-
-    def arm_policies(self, experiment: str, quick: bool) -> dict[str, ArmPolicy]:
-        p = {"experiment": experiment, "quick": quick, "as_of": None}
-        return {a: ArmPolicy(a, bool(m), str(pol)) for a, m, pol in self._rows(ARM_POLICIES_SQL, p)}
-
     def layout(self, experiment: str, quick: bool) -> list[CellKey]:
         return [
             CellKey(c, a, int(k))
@@ -365,37 +276,6 @@ class Reader:
         p = {"experiment": experiment, "quick": quick, "as_of": None, **BUSY}
         return {CellKey(c, a, int(k)) for c, a, k in self._rows(BUSY_CELLS_SQL, p)}
 
-    def short_cells(
-        self, experiment: str, quick: bool, as_of: datetime | None = None
-    ) -> dict[tuple[str, str, int], ShortCount]:
-        """(chip_id, arm, concurrency) -> its short requests, for the cells that have any."""
-        sql, p = judged(SHORT_CELLS_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of})
-        return {(c, a, int(k)): ShortCount(int(s), int(n)) for c, a, k, s, n in self._rows(sql, p)}
-
-    def sweep_rates(self, experiment: str, quick: bool) -> list[float]:
-        """The rates of a rate sweep with complete runs (empty: not a sweep)."""
-        return [float(r) for (r,) in self._rows(SWEEP_RATES_SQL, {"experiment": experiment, "quick": quick})]
-
-    def slo(self, experiment: str, quick: bool) -> dict[str, float | None]:
-        """The declared SLO: {"ttft_ms": ..., "tpot_ms": ...} (None: not declared)."""
-        ttft, tpot = self._rows(SLO_SQL, {"experiment": experiment, "quick": quick})[0]
-        return {"ttft_ms": ttft, "tpot_ms": tpot}
-
-    def slo_met(self, experiment: str, quick: bool, as_of: datetime | None = None) -> dict:
-        """A rate sweep's SLO outcomes: (chip_id, arm, concurrency) -> rate -> round -> a 0/1
-        array (one entry a request, by request id); a cell whose runs declared no SLO has
-        NaN entries. Empty for an experiment without a sweep."""
-        out: dict[tuple, dict] = {}
-        rows = self._rows(*judged(SLO_MET_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of}))
-        grouped: dict[tuple, list] = {}
-        for chip, arm, conc, rate, rnd, _, met in rows:
-            grouped.setdefault((chip, arm, int(conc), float(rate), int(rnd)), []).append(
-                np.nan if met is None else float(met)
-            )
-        for (chip, arm, conc, rate, rnd), values in grouped.items():
-            out.setdefault((chip, arm, conc), {}).setdefault(rate, {})[rnd] = np.asarray(values)
-        return out
-
     def arm_runtimes(self, experiment: str, quick: bool) -> dict[str, ArmRuntime]:
         """arm -> (its runtime, whether its runs have per-pass rows)."""
         p = {"experiment": experiment, "quick": quick, "as_of": None}
@@ -413,76 +293,3 @@ class Reader:
         p = {"experiment": experiment, "quick": quick, "as_of": None}
         used = lambda sql: {k: v for k, v in p.items() if f"${k}" in sql}  # noqa: E731
         return {name: self.con.sql(sql, params=used(sql)).to_arrow_table() for name, sql in RAW_SQL.items()}
-
-    # -- judging views (runner.publish.home.Cutoff) ----------------------------
-    def unseen(self, experiment: str, quick: bool, cut: Cutoff, chip: str) -> list[LaterRun]:
-        """The chip's runs the judging view passed over (REMEASURED_SQL's shape)."""
-        sql, p = judged(
-            "WITH " + CHOSEN_RUNS + UNSEEN_SQL, {"experiment": experiment, "quick": quick, "as_of": cut}
-        )
-        return [
-            LaterRun(run_id, c, arm, int(k), int(r), day, code, ran)
-            for run_id, c, arm, k, r, day, code, ran in self._rows(sql, {**p, "chip": chip})
-        ]
-
-    def folders_of_chips(self, experiment: str, quick: bool, cut: Cutoff, chips: set[str]) -> list[str]:
-        """The measurement folders of the view's runs on the given chips."""
-        p = {"experiment": experiment, "quick": quick, "as_of": cut}
-        sql, p = judged("WITH " + CHOSEN_RUNS + FOLDERS_OF_CHIPS_SQL, p)
-        return [r[0] for r in self._rows(sql, {**p, "chips": sorted(chips)})]
-
-    # -- the machine probe (runner.publish.machines) ----------------------------
-    def probe_of_runs(self, run_ids: list[str]) -> tuple | None:
-        """(prefill GFLOP/s, decode GFLOP/s, read GB/s) medians of the runs; None: unprobed."""
-        row = self._rows(PROBE_OF_RUNS_SQL, {"run_ids": sorted(run_ids)})[0]
-        return None if row[0] is None else tuple(row)
-
-    def probe_of_view(self, experiment: str, quick: bool, cut: Cutoff | None, chip: str) -> tuple | None:
-        """The same medians over a view's runs on one chip (cut None: the newest)."""
-        p = {"experiment": experiment, "quick": quick, "as_of": cut}
-        sql, p = judged("WITH " + CHOSEN_RUNS + PROBE_OF_VIEW_SQL, p)
-        row = self._rows(sql, {**p, "chip": chip})[0]
-        return None if row[0] is None else tuple(row)
-
-    def probes_by_chip(self, experiment: str, quick: bool) -> list[tuple]:
-        """(chip, prefill, decode, read, runs, first day) per chip and probe, newest data."""
-        p = {"experiment": experiment, "quick": quick, "as_of": None}
-        return self._rows("WITH " + CHOSEN_RUNS + PROBES_BY_CHIP_SQL, p)
-
-    def measurement_folders(self, experiment: str) -> list[str] | None:
-        """The folders the experiment's runs were loaded from (None: not loaded from folders)."""
-        has = self._rows(
-            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'measurement_runs' "
-            "AND column_name = 'folder'",
-            {},
-        )[0][0]
-        return (
-            [r[0] for r in self._rows(MEASUREMENT_FOLDERS_SQL, {"experiment": experiment})] if has else None
-        )
-
-
-def judged(sql: str, params: dict) -> tuple[str, dict]:
-    """A page query and its parameters over a judging view's runs when `as_of` is a
-    Cutoff (home.py), unchanged otherwise."""
-    cut = params.get("as_of")
-    if not isinstance(cut, Cutoff):
-        return sql, params
-    return picked(sql, cut.data is not None), {
-        **params,
-        "as_of": cut.at,
-        "first_from": cut.first_from,
-        "data": list(cut.data or ()),
-    }
-
-
-class RateReader:
-    """What a View reads (run_values, request_values), of one rate of a rate sweep."""
-
-    def __init__(self, reader: Reader, rate: float):
-        self.reader, self.rate = reader, rate
-
-    def run_values(self, *args) -> dict:
-        return self.reader.run_values(*args, rate=self.rate)
-
-    def request_values(self, *args) -> dict:
-        return self.reader.request_values(*args, rate=self.rate)

@@ -5,7 +5,9 @@
   `DECODE_TPS`, `TTFT_MS`, `TPOT_MS`).
 - `queries.Reader` runs them; a block's "SQL behind this table" download is one of them
   with its parameters written in (`inline_sql`).
-- Text only: nothing here connects to a database.
+- Text only: nothing here connects to a database. The pass-cost model's SQL is
+  `sql_passes.py`'s, a rate sweep's `sql_sweeps.py`'s, the judging views' (earliest
+  runs, pins, machine probes) `sql_views.py`'s.
 """
 
 from __future__ import annotations
@@ -23,13 +25,6 @@ chosen AS (
     QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, round
                                ORDER BY started_at DESC, run_id DESC) = 1
 )"""
-
-
-def at_rate(sql: str) -> str:
-    """The query over one rate of a rate sweep ($rate): its chosen runs are that rate's."""
-    where = "AND status = 'complete' AND quick = $quick"
-    assert where in sql, "at_rate: the query has no chosen runs"
-    return sql.replace(where, where + " AND rate = $rate")
 
 
 # $label (NULL: every request) keeps only the requests a scripted workload labelled so:
@@ -295,52 +290,6 @@ ORDER BY 1, 2, 3"""
 # by more than one run's own threads could explain, or another tenant took CPU time.
 BUSY = {"busy_load_margin": 1.0, "busy_steal": 0.05, "busy_other": 0.25}
 
-# Cells holding requests that came back with fewer output tokens than they were asked
-# for (requests.asked_tokens, from schema version 6; NULL before it: not counted).
-SHORT_CELLS_SQL = (
-    "WITH "
-    + CHOSEN_RUNS
-    + """
-SELECT c.chip_id, c.arm, c.concurrency,
-       count(*) FILTER (WHERE q.output_tokens < q.asked_tokens) AS short, count(*) AS requests
-FROM requests q JOIN chosen c ON q.run_id = c.run_id
-GROUP BY ALL HAVING count(*) FILTER (WHERE q.output_tokens < q.asked_tokens) > 0
-ORDER BY 1, 2, 3"""
-)
-
-SWEEP_RATES_SQL = """
-SELECT DISTINCT rate FROM runs
-WHERE experiment = $experiment AND status = 'complete' AND quick = $quick AND rate IS NOT NULL
-ORDER BY rate"""
-
-# The SLO an experiment's runs declared (the largest, should declarations have differed).
-SLO_SQL = """
-SELECT max(slo_ttft_ms), max(slo_tpot_ms) FROM runs
-WHERE experiment = $experiment AND status = 'complete' AND quick = $quick"""
-
-# A rate sweep's requests and whether each met its run's declared SLO (NULL: none declared),
-# by chip, arm, concurrency, rate and round: the newest complete run of each such cell.
-SLO_MET_SQL = (
-    """
-WITH chosen AS (
-    SELECT * FROM runs
-    WHERE experiment = $experiment AND status = 'complete' AND quick = $quick AND rate IS NOT NULL
-      AND ($as_of::TIMESTAMP IS NULL OR started_at < $as_of::TIMESTAMP)
-    QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, rate, round
-                               ORDER BY started_at DESC, run_id DESC) = 1
-)
-SELECT c.chip_id, c.arm, c.concurrency, c.rate, c.round, q.request_id,
-       CASE WHEN c.slo_ttft_ms IS NOT NULL OR c.slo_tpot_ms IS NOT NULL THEN
-           ("""
-    + TTFT_MS
-    + """ <= coalesce(c.slo_ttft_ms, 'infinity'::DOUBLE)
-            AND coalesce("""
-    + TPOT_MS
-    + """, 0) <= coalesce(c.slo_tpot_ms, 'infinity'::DOUBLE)) END AS met
-FROM requests q JOIN chosen c ON q.run_id = c.run_id
-ORDER BY 1, 2, 3, 4, 5, 6"""
-)
-
 # What `make report` needs to decide whether to measure: cells of one declaration's
 # complete full runs by chip, and the experiment's run count and newest finish.
 DECLARATION_CELLS_SQL = """
@@ -414,124 +363,3 @@ def inline_sql(sql: str, params: dict) -> str:
     for name in sorted(params, key=len, reverse=True):
         sql = sql.replace(f"${name}", sql_literal(params[name]))
     return sql.strip() + ";\n"
-
-
-# Every pass of the chosen runs, for the pass-cost model (`passcost.py`): what it held
-# and what it took. Runs without per-pass rows (a server runtime) have none here.
-PASS_ROWS_SQL = (
-    "WITH "
-    + CHOSEN_RUNS
-    + """
-SELECT c.chip_id, c.arm, c.concurrency, c.round,
-       p.width, p.prefill_tokens, p.decode_tokens, p.drafted, p.accepted, p.emitted,
-       CAST(p.duration_ns AS DOUBLE) AS duration_ns
-FROM passes p JOIN chosen c ON p.run_id = c.run_id
-ORDER BY c.chip_id, c.arm, c.concurrency, c.round, p.pass_index"""
-)
-
-# Each arm's draft decisions as declared: whether it runs the MTP head and its policy.
-ARM_POLICIES_SQL = (
-    "WITH "
-    + CHOSEN_RUNS
-    + """
-SELECT c.arm,
-       bool_or(coalesce(TRY_CAST(json_extract_string(c.knobs, '$.mtp') AS BOOLEAN), FALSE)) AS mtp,
-       min(coalesce(json_extract_string(c.knobs, '$.draft_policy'), 'never')) AS draft_policy
-FROM chosen c GROUP BY c.arm ORDER BY c.arm"""
-)
-
-# The prefill work that lands inside requests' decode intervals (between a request's first
-# and last token), per run: how much other clients' prompts slow a decoding row. Clients
-# that start together prefill together, so this is far less than the run's prefill total.
-DECODE_LOAD_SQL = (
-    "WITH "
-    + CHOSEN_RUNS
-    + """,
-q AS (
-    SELECT c.chip_id, c.arm, c.concurrency, c.round, q.run_id, q.first_token_ns, q.done_ns
-    FROM requests q JOIN chosen c ON q.run_id = c.run_id WHERE q.output_tokens > 1
-)
-SELECT q.chip_id, q.arm, q.concurrency, q.round,
-       count(*) AS decode_passes, CAST(coalesce(sum(p.prefill_tokens), 0) AS DOUBLE) AS prefill_tokens
-FROM q JOIN passes p ON p.run_id = q.run_id AND p.start_ns >= q.first_token_ns AND p.start_ns < q.done_ns
-GROUP BY q.chip_id, q.arm, q.concurrency, q.round
-ORDER BY q.chip_id, q.arm, q.concurrency, q.round"""
-)
-
-# Each (chip, arm)'s runtime: a chip may have measured an arm on a server runtime (no
-# per-pass rows) that another chip measured on ours.
-CHIP_ARM_RUNTIMES_SQL = (
-    "WITH "
-    + CHOSEN_RUNS
-    + """
-SELECT c.chip_id, c.arm, string_agg(DISTINCT coalesce(c.runtime, 'bothrows'), ', ')
-FROM chosen c GROUP BY c.chip_id, c.arm ORDER BY c.chip_id, c.arm"""
-)
-# A judging view's runs (runner.publish.home.Cutoff), in place of CHOSEN_RUNS: what the
-# author could have seen, not the newest. Before $as_of, each cell's earliest run started
-# at or after $first_from (the post's: any time; an update section's: its day), else the
-# newest before it; a re-measurement the same day never displaces what was judged.
-PICKED_RUNS = """
-chosen AS (
-    SELECT * FROM runs
-    WHERE experiment = $experiment AND status = 'complete' AND quick = $quick
-      AND ($as_of::TIMESTAMP IS NULL OR started_at < $as_of::TIMESTAMP)
-    QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, round
-                               ORDER BY started_at >= $first_from::TIMESTAMP DESC,
-                                        CASE WHEN started_at >= $first_from::TIMESTAMP
-                                             THEN epoch_us(started_at) ELSE -epoch_us(started_at) END,
-                                        run_id) = 1
-)"""
-# ... or the runs of the measurement folders a `data:` pin names (their earliest per cell).
-PINNED_RUNS = """
-chosen AS (
-    SELECT * FROM runs
-    WHERE experiment = $experiment AND status = 'complete' AND quick = $quick
-      AND run_id IN (SELECT run_id FROM measurement_runs WHERE list_contains($data::VARCHAR[], folder))
-    QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, round
-                               ORDER BY started_at, run_id) = 1
-)"""
-
-
-def picked(sql: str, pinned: bool) -> str:
-    """One of the page queries above over a judging view's runs instead of the newest."""
-    return sql.replace(CHOSEN_RUNS, PINNED_RUNS if pinned else PICKED_RUNS)
-
-
-# The home chip's runs a judging view passed over: measured after its earliest run and
-# before its cutoff (a re-measurement the same day), shaped as REMEASURED_SQL's rows.
-UNSEEN_SQL = (
-    """
-SELECT r.run_id, r.chip_id, r.arm, r.concurrency, r.round,
-       strftime(r.started_at, '%Y-%m-%d') AS day, r.code_version, """
-    + RUNTIME_VERSIONS
-    + """ AS runtime_versions
-FROM runs r
-WHERE r.experiment = $experiment AND r.status = 'complete' AND r.quick = $quick AND r.chip_id = $chip
-  AND ($as_of::TIMESTAMP IS NULL OR r.started_at < $as_of::TIMESTAMP)
-  AND r.run_id NOT IN (SELECT run_id FROM chosen)
-  AND r.started_at > (SELECT min(started_at) FROM chosen WHERE chip_id = $chip)
-ORDER BY r.started_at, r.run_id"""
-)
-
-# The measurement folders of a view's runs on the given chips (what `runner pin` writes).
-FOLDERS_OF_CHIPS_SQL = """
-SELECT DISTINCT m.folder FROM chosen c JOIN measurement_runs m ON m.run_id = c.run_id
-WHERE list_contains($chips::VARCHAR[], c.chip_id)
-ORDER BY m.folder"""
-
-MEASUREMENT_FOLDERS_SQL = """
-SELECT DISTINCT m.folder FROM measurement_runs m JOIN runs r USING (run_id)
-WHERE r.experiment = $experiment ORDER BY m.folder"""
-
-# The machine probe (runner/experiments/probe.py) of a set of runs: medians, NULL when
-# none was probed (data from before migration 5).
-PROBE_FIGURES = "median(probe_prefill_gflops), median(probe_decode_gflops), median(probe_read_gbps)"
-PROBE_OF_RUNS_SQL = f"SELECT {PROBE_FIGURES} FROM runs WHERE list_contains($run_ids::VARCHAR[], run_id)"
-PROBE_OF_VIEW_SQL = f"\nSELECT {PROBE_FIGURES} FROM chosen WHERE chip_id = $chip"
-# Each chip's machines in the newest data: one row per distinct probe.
-PROBES_BY_CHIP_SQL = """
-SELECT chip_id, probe_prefill_gflops, probe_decode_gflops, probe_read_gbps, count(*) AS runs,
-       strftime(min(started_at), '%Y-%m-%d') AS first_day
-FROM chosen WHERE probe_prefill_gflops IS NOT NULL
-GROUP BY ALL ORDER BY chip_id, first_day, probe_prefill_gflops"""

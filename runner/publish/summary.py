@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 
-from runner.publish import queries
+from runner.publish import queries, queries_sweeps
 from runner.publish.metrics import METRICS
 from runner.publish.views import View
 
@@ -64,7 +64,9 @@ def summary(reader: queries.Reader, experiment: str) -> dict:
     rates = reader.sweep_rates(experiment, quick)
     cells = []
     for rate in rates or [None]:
-        view = View(reader if rate is None else queries.RateReader(reader, rate), experiment, quick, None)
+        view = View(
+            reader if rate is None else queries_sweeps.RateReader(reader, rate), experiment, quick, None
+        )
         short = {} if rate is not None else reader.short_cells(experiment, quick)
         cells += _cells(view, names, short, rate)
     return {

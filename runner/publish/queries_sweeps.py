@@ -1,0 +1,72 @@
+"""Rate sweeps' and fair lengths' questions, a mixin of `queries.Reader`.
+
+- Short requests per cell, the swept rates, the declared SLO and each request's SLO
+  outcome; `RateReader` gives a View one rate's runs of a sweep.
+- Runs SQL through the Reader's own connection; connects to nothing itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from runner.publish.queries_views import judged
+from runner.publish.sql_sweeps import SHORT_CELLS_SQL, SLO_MET_SQL, SLO_SQL, SWEEP_RATES_SQL
+
+
+@dataclass(frozen=True, slots=True)
+class ShortCount:
+    """Requests of one cell (over its rounds) that came back shorter than asked, of all."""
+
+    short: int
+    requests: int
+
+
+class SweepQueries:
+    """Reader methods for rate sweeps and short requests (they read `self._rows`)."""
+
+    def short_cells(
+        self, experiment: str, quick: bool, as_of: datetime | None = None
+    ) -> dict[tuple[str, str, int], ShortCount]:
+        """(chip_id, arm, concurrency) -> its short requests, for the cells that have any."""
+        sql, p = judged(SHORT_CELLS_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of})
+        return {(c, a, int(k)): ShortCount(int(s), int(n)) for c, a, k, s, n in self._rows(sql, p)}
+
+    def sweep_rates(self, experiment: str, quick: bool) -> list[float]:
+        """The rates of a rate sweep with complete runs (empty: not a sweep)."""
+        return [float(r) for (r,) in self._rows(SWEEP_RATES_SQL, {"experiment": experiment, "quick": quick})]
+
+    def slo(self, experiment: str, quick: bool) -> dict[str, float | None]:
+        """The declared SLO: {"ttft_ms": ..., "tpot_ms": ...} (None: not declared)."""
+        ttft, tpot = self._rows(SLO_SQL, {"experiment": experiment, "quick": quick})[0]
+        return {"ttft_ms": ttft, "tpot_ms": tpot}
+
+    def slo_met(self, experiment: str, quick: bool, as_of: datetime | None = None) -> dict:
+        """A rate sweep's SLO outcomes: (chip_id, arm, concurrency) -> rate -> round -> a 0/1
+        array (one entry a request, by request id); a cell whose runs declared no SLO has
+        NaN entries. Empty for an experiment without a sweep."""
+        out: dict[tuple, dict] = {}
+        rows = self._rows(*judged(SLO_MET_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of}))
+        grouped: dict[tuple, list] = {}
+        for chip, arm, conc, rate, rnd, _, met in rows:
+            grouped.setdefault((chip, arm, int(conc), float(rate), int(rnd)), []).append(
+                np.nan if met is None else float(met)
+            )
+        for (chip, arm, conc, rate, rnd), values in grouped.items():
+            out.setdefault((chip, arm, conc), {}).setdefault(rate, {})[rnd] = np.asarray(values)
+        return out
+
+
+class RateReader:
+    """What a View reads (run_values, request_values), of one rate of a rate sweep."""
+
+    def __init__(self, reader, rate: float):
+        self.reader, self.rate = reader, rate
+
+    def run_values(self, *args) -> dict:
+        return self.reader.run_values(*args, rate=self.rate)
+
+    def request_values(self, *args) -> dict:
+        return self.reader.request_values(*args, rate=self.rate)
