@@ -126,7 +126,7 @@ def test_a_crossover_outside_its_interval_fails_the_strict_build_naming_the_inte
         assert f"Predicted decode on Fixture M3 not measured by runtime mlx-lm-server (arm {arm})." in html
     assert '"text":"extrapolated"' in html  # the shaded range beyond the ceiling
     assert "widths beyond the measured ceiling (4) are extrapolated" in html
-    held = re.search(r'<p class="bothrows-held-out">(.*?)</p>', html).group(1)
+    held = re.search(r'<details class="bothrows-held-out">.*?<p>(.*?)</p>', html, re.S).group(1)
     assert re.search(r"on: within \d+% \([+-]\d+% at 1, [+-]\d+% at 2, [+-]\d+% at 4\)", held), held
     names = set(re.findall(r'"name":"([^"]*)"', html))
     assert {"on predicted", "on measured", "off predicted"} <= names
@@ -198,7 +198,7 @@ def test_a_held_out_error_above_20_percent_shows_a_warning_on_the_page(tmp_path)
     html = next(result.site.glob("blog/20*/**/index.html")).read_text()
     warning = re.search(r'bothrows-prediction-warning"><p class="admonition-title">([^<]*)</p>', html)
     assert warning and warning.group(1) == "Held-out error above 20%: Fixture M1, off", html
-    held = re.search(r'<p class="bothrows-held-out">(.*?)</p>', html).group(1)
+    held = re.search(r'<details class="bothrows-held-out">.*?<p>(.*?)</p>', html, re.S).group(1)
     assert (
         re.search(r"off: within (\d+)%", held) and int(re.search(r"off: within (\d+)%", held).group(1)) > 20
     )

@@ -262,7 +262,7 @@ def _provenance(post: _Post, datas: dict[str, PostData], links: list[tuple[str, 
     """The provenance section: one block an experiment, with the downloads that are its own."""
     first, blocks = datas[next(iter(datas))], []
     for e, q in post.quick.items():
-        mine = [(n, h) for n, h in links if len(datas) == 1 or n.startswith(f"{e}-") or n.endswith(".sql")]
+        mine = [(n, h) for n, h in links if len(datas) == 1 or _owner(n, datas) in (e, None)]
         html = render_block(
             "provenance.html",
             experiment=e,
@@ -274,10 +274,17 @@ def _provenance(post: _Post, datas: dict[str, PostData], links: list[tuple[str, 
             aa=datas[e].aa_coverage(),
             aa_arm=datas[e].aa_arm,
             machines=machines.provenance_lines(post.reader, e, q, datas[e].chip_names),
-            downloads=mine,
+            downloads=[(n, h) for n, h in mine if not n.endswith(".sql")],
+            sqls=[(n, h) for n, h in mine if n.endswith(".sql")],
         )
         blocks.append(str(first.token(html, "")))
     return "".join(blocks)
+
+
+def _owner(name: str, datas: dict) -> str | None:
+    """The experiment a raw-rows download belongs to (the longest name it starts with: one
+    experiment's name can begin another's); None for the SQL files, which every block shares."""
+    return max((e for e in datas if name.startswith(f"{e}-")), key=len, default=None)
 
 
 def _audit(post: _Post, first: PostData, verdicts: list[Verdict], judging, judge_chip, columns) -> str:

@@ -220,8 +220,8 @@ def prediction_chart(data: PostData, arms=None, base: str | None = None) -> Mark
     out += html
     out += str(
         Markup(
-            '<p class="bothrows-held-out">Held out (each concurrency predicted from a fit to the '
-            "others), decode per sequence: {}.</p>"
+            '<details class="bothrows-held-out"><summary>Held-out errors: each concurrency predicted '
+            "from a fit to the others</summary><p>Decode per sequence: {}.</p></details>"
         ).format("; ".join(held))
     )
     return data.token(out, "")
