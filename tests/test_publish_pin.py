@@ -139,3 +139,30 @@ def test_a_pin_names_the_home_chip_when_another_chip_measured_the_same_day(same_
 
 def _complete_of(st) -> set[str]:
     return {r[0] for r in st.con.execute("SELECT run_id FROM runs WHERE status = 'complete'").fetchall()}
+
+
+def test_another_chip_measured_on_the_posts_own_day_is_a_note(tmp_path):
+    # The post is pinned to chip X's folder; chip Y measures the same experiment later the
+    # same day. Y's runs are neither judged nor after the post's date, and must still show.
+    y = FixtureChip("Fixture Y", 50.0)
+    db = tmp_path / "build" / "runs.duckdb"
+    root = tmp_path / "data" / "measurements"
+    root.mkdir(parents=True)
+    build_fixture(db, chips=(X,), day=DAY, passes_per_run=8)
+    before = _complete(db)
+    with Store.open(db) as st:
+        [first] = measurements.write_runs(st, before, root)
+    remeasure(db, y, "on", 1, speedup=1.0, day=DAY, hour=15)
+    remeasure(db, y, "off", 1, speedup=1.0, day=DAY, hour=16)
+    later = _complete(db) - before
+    with Store.open(db) as st:
+        measurements.write_runs(st, later, root)
+    config = write_project(
+        tmp_path, tmp_path / "data" / "runs.duckdb", {"p.md": POST.format(pin=f"data: [{first.name}]\n")}
+    )
+    result = build_site(config, strict=False)
+    html = next(result.site.glob("blog/20*/**/index.html")).read_text()
+    lines = [
+        re.sub(r"<[^>]+>", "", x) for x in re.findall(r'<p class="bothrows-update[^"]*"[^>]*>(.*?)</p>', html)
+    ]
+    assert [x for x in lines if "Fixture Y" in x and "(automatic)" in x], lines

@@ -87,13 +87,23 @@ class _Post:
         self.pin: tuple[str, ...] | None = None  # front matter data: (home.py)
 
     def later(self, experiment: str, quick: bool, since) -> list[LaterRun]:
-        """The experiment's complete runs started on or after `since`, and the home chip's
-        runs its judged data passed over (a re-measurement the same day; read once a post)."""
+        """What the post's judged data did not see (read once a post): the experiment's
+        complete runs started on or after `since` (the day after the post's date), other
+        chips' runs of the post's own day, and the home chip's runs its judged data passed
+        over (a re-measurement the same day)."""
         key = (experiment, quick, since)
         if key not in self._later:
-            self._later[key] = unseen_by_home(
-                self.reader, experiment, quick, self.home
-            ) + self.reader.remeasured(experiment, quick, since)
+            home = self.home.chip_id if self.home is not None else None
+            same_day = [
+                r
+                for r in self.reader.remeasured(experiment, quick, since - timedelta(days=1))
+                if r.chip_id != home and r.day == (since - timedelta(days=1)).strftime("%Y-%m-%d")
+            ]
+            self._later[key] = (
+                unseen_by_home(self.reader, experiment, quick, self.home)
+                + same_day
+                + self.reader.remeasured(experiment, quick, since)
+            )
         return self._later[key]
 
     def datas(self, state: PostState, judging: Judging) -> dict[str, PostData]:
