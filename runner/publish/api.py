@@ -81,39 +81,27 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
             experiment, "value", lambda d: d.metric(name, arm, concurrency, chip, requests, when(as_of, data))
         )
 
-    def gain(
-        metric,
-        arm,
-        base=None,
-        concurrency=1,
-        chip=None,
-        experiment=None,
-        requests=None,
-        as_of=None,
-        data=None,
-    ):
-        return value(
-            experiment,
-            "change",
-            lambda d: d.compare(metric, arm, base, concurrency, chip, "change", requests, when(as_of, data)),
-        )
+    def comparison(kind):  # gain() and ratio(): arm against base, as a change or a ratio
+        def read(
+            metric,
+            arm,
+            base=None,
+            concurrency=1,
+            chip=None,
+            experiment=None,
+            requests=None,
+            as_of=None,
+            data=None,
+        ):
+            return value(
+                experiment,
+                kind,
+                lambda d: d.compare(metric, arm, base, concurrency, chip, kind, requests, when(as_of, data)),
+            )
 
-    def ratio(
-        metric,
-        arm,
-        base=None,
-        concurrency=1,
-        chip=None,
-        experiment=None,
-        requests=None,
-        as_of=None,
-        data=None,
-    ):
-        return value(
-            experiment,
-            "ratio",
-            lambda d: d.compare(metric, arm, base, concurrency, chip, "ratio", requests, when(as_of, data)),
-        )
+        return read
+
+    gain, ratio = comparison("change"), comparison("ratio")
 
     def headline_table(arm, base=None, metrics=("prefill_tps", "decode_tps"), experiments=None):
         chosen = [data_of(e) for e in (experiments or list(datas))]
