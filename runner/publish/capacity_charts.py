@@ -40,6 +40,18 @@ def _point(cell) -> tuple:
     return cell.mean, cell.mean if cell.lo is None else cell.lo, cell.mean if cell.hi is None else cell.hi
 
 
+def _series(chip: str, arm: str, pts: list[tuple]) -> charts.Series:
+    """One arm's line on one chip from (x, _point(...)) pairs."""
+    return charts.Series(
+        chip,
+        arm,
+        tuple(x for x, _ in pts),
+        tuple(p[0] for _, p in pts),
+        tuple(p[1] for _, p in pts),
+        tuple(p[2] for _, p in pts),
+    )
+
+
 def _slo_line(fig: dict, n_panels: int, y: float) -> None:
     for i in range(n_panels):
         suffix = "" if i == 0 else str(i + 1)
@@ -79,16 +91,7 @@ def capacity_chart(data, metrics=DEFAULT_METRICS, concurrency=None) -> Markup:
             for arm in data.arm_order:
                 pts = [(r, views[r].cells.get((chip, arm, conc, metric))) for r in rates]
                 pts = [(r, _point(c)) for r, c in pts if c is not None and c.mean is not None]
-                series.append(
-                    charts.Series(
-                        chip,
-                        arm,
-                        tuple(r for r, _ in pts),
-                        tuple(p[0] for _, p in pts),
-                        tuple(p[1] for _, p in pts),
-                        tuple(p[2] for _, p in pts),
-                    )
-                )
+                series.append(_series(chip, arm, pts))
         fig = charts.panel_figure(
             series,
             [(c, data.chip_names.get(c, c)) for c in chips],
@@ -150,16 +153,7 @@ def pareto_chart(data) -> Markup:
                     ):
                         pts.append((agg.mean, _point(dec)))
             pts.sort()
-            series.append(
-                charts.Series(
-                    chip,
-                    arm,
-                    tuple(round(x, 6) for x, _ in pts),
-                    tuple(p[0] for _, p in pts),
-                    tuple(p[1] for _, p in pts),
-                    tuple(p[2] for _, p in pts),
-                )
-            )
+            series.append(_series(chip, arm, [(round(x, 6), p) for x, p in pts]))
     fig = charts.panel_figure(
         series,
         [(c, data.chip_names.get(c, c)) for c in chips],

@@ -94,15 +94,13 @@ class _Post:
         key = (experiment, quick, since)
         if key not in self._later:
             home = self.home.chip_id if self.home is not None else None
-            same_day = [
-                r
-                for r in self.reader.remeasured(experiment, quick, since - timedelta(days=1))
-                if r.chip_id != home and r.day == (since - timedelta(days=1)).strftime("%Y-%m-%d")
-            ]
+            day = since - timedelta(days=1)  # the post's own day
+            from_day = self.reader.remeasured(experiment, quick, day)
+            same_day = [r for r in from_day if r.day == day.strftime("%Y-%m-%d")]
             self._later[key] = (
                 unseen_by_home(self.reader, experiment, quick, self.home)
-                + same_day
-                + self.reader.remeasured(experiment, quick, since)
+                + [r for r in same_day if r.chip_id != home]
+                + from_day[len(same_day) :]
             )
         return self._later[key]
 
