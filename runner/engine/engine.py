@@ -56,7 +56,7 @@ class Engine:
             args,
             config.kv_block_size,
             DTYPES[config.dtype],
-            with_mtp=config.mtp,
+            with_mtp=config.mtp_layer,
             with_indexer=config.index_topk > 0,
         )
         self.prefix = PrefixCache(self.pool, config.prefix_cache_bytes)
@@ -65,7 +65,9 @@ class Engine:
         )
         self.forward = Forward(model, self.pool, config.index_topk, config.compile)
         self.policy = DraftPolicy(
-            config.draft_policy, config.draft_max_width, lazy_mtp=config.mtp and config.mtp_sync == "lazy"
+            config.draft_policy,
+            config.draft_max_width,
+            lazy_mtp=config.mtp_layer and config.mtp_sync == "lazy",
         )
         self.drafter = make_drafter(
             config, self.forward, self.pool, self.scheduler.ensure_blocks, checkpoint_dir
@@ -86,7 +88,7 @@ class Engine:
         model = ckpt.load_model(
             directory,
             args,
-            with_mtp=config.mtp,
+            with_mtp=config.mtp_layer,
             with_indexer=config.index_topk > 0,
             dtype=DTYPES[config.dtype],
         )
@@ -200,8 +202,9 @@ class Engine:
         (first-time tracing otherwise lands inside timed passes). Returns shapes traced."""
         if not self.config.compile:
             return 0
-        max_blocks = -(-(max_context + 4) // self.pool.block_size)  # + a queued pass's reach
-        return self.forward.warm(self.config.max_batch_size, max_blocks, self.drafter is not None)
+        k = self.config.draft_tokens if self.drafter is not None else 0
+        max_blocks = -(-(max_context + 3 + k) // self.pool.block_size)  # + a queued pass's reach
+        return self.forward.warm(self.config.max_batch_size, max_blocks, 1 + k, self.config.mtp_layer)
 
     def clear_prefix_cache(self) -> None:
         """Drop every cached prefix block (a cold start for the next measurement)."""
