@@ -308,6 +308,7 @@ class Engine:
             sum(row_bytes),
             max(row_bytes),
             done.accepted_lengths,
+            done.draft_lengths,
         )
         self._pass_index += 1
         return event
