@@ -73,8 +73,7 @@ class Launcher:
         rows that go on), else after cur is committed."""
         if cur.drafts_next is None:
             rows = cur.live if continuing is None else continuing
-            drafts = self.policy.decide(self.expected_width(rows))
-            cur.drafts_next = self.config.draft_tokens if drafts else 0
+            cur.drafts_next = self.policy.decide(self.expected_width(rows))
         self._latest = cur.drafts_next
         return cur.drafts_next
 
@@ -138,8 +137,6 @@ class Launcher:
         plan, sched, drafter = cur.plan, self.scheduler, self.drafter
         if not self.config.pipeline or plan.kind != "decode" or any(s.temperature > 0 for s in plan.rows):
             return None
-        if drafter is not None and self.config.draft_tokens > 1:
-            return None  # k drafts a row come from the host's drafter after the commit
         if len(plan.rows) < len(sched.running):
             return None  # the token budget left a prefill out: plan the next pass
         keep = cur.continuing_rows()
@@ -149,7 +146,10 @@ class Launcher:
             return None  # a slot may open: admit at the next planned pass
         want = False
         if drafter is not None:
-            want = bool(self.decide(cur, len(keep)))
+            k = self.decide(cur, len(keep))
+            if k > 1:
+                return None  # k drafts a row come from the host's drafter after the commit
+            want = k == 1
             # Drafting, or keeping an eager MTP current, needs cur's own MTP work in the
             # graph (a fused pass); a lazy pass that does not draft runs no MTP at all.
             if (want or drafter.eager) and not cur.fused:
