@@ -115,6 +115,13 @@ class DraftPolicy:
         values = {k: self.acceptance.expected_tokens(k) / c for k, c in costs.items() if k in self.lengths}
         return model.choose(values, self.lengths, climb=not borrowed)
 
+    def expects(self, width: int) -> int:
+        """The draft length adaptive is likely to choose at this width next (read only)."""
+        model = self.widths.get(width)
+        if model is None or model.kept is None:
+            return 1  # it measures 1 and 0 first, or borrows a verdict it has not taken yet
+        return model.kept if model.trying is None else model.trying
+
     def _ratios(self, width: int) -> tuple[dict[tuple[int, int], float], bool]:
         """The width's own cost ratios, pairs it lacks filled from the nearest wider width
         that has them; and whether any was borrowed (so the width has none of its own)."""
