@@ -1,5 +1,8 @@
 """`runner bench`'s argument errors: one line and exit code 2, before anything is timed."""
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 from runner.cli import main as cli_main
@@ -19,3 +22,25 @@ def test_bad_bench_arguments_exit_2_with_one_line(argv, message, capsys):
     assert cli_main(["bench", "--no-openblas", *argv]) == 2
     out = capsys.readouterr().out.strip().splitlines()
     assert out == [f"runner bench: {message}"]
+
+
+def test_an_unknown_arm_is_one_line_naming_the_known_ones(capsys):
+    assert cli_main(["bench", "--no-openblas", "--mtp", "--arms", "off,block-9"]) == 2
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("runner bench --mtp: unknown arm(s) ['block-9']; known: [")
+    assert "'block-8'" in out[0] and "'mtp-chain'" in out[0] and "'adaptive'" in out[0]
+
+
+def test_a_block_arm_on_a_checkpoint_without_a_block_drafter_is_one_clear_line(tmp_path, capsys):
+    """Checked before any engine loads: the arm, the checkpoint and the missing file."""
+    shipped = Path(__file__).resolve().parents[1] / "runner" / "models" / "tiny"
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(shipped / "config.json", bare / "config.json")
+    assert cli_main(["bench", "--no-openblas", "--mtp", "--model", str(bare), "--arms", "off,block-8"]) == 2
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == [
+        f"runner bench --mtp: arm block-8: engine knob drafter: {bare} has no block drafter "
+        '(block_drafter/block_drafter.safetensors); use drafter = "mtp" or train one with runner train '
+        "--drafter block"
+    ]

@@ -2,8 +2,8 @@
 
 `runner bench` compares this engine with mlx-lm on one checkpoint (decode tok/s at
 batch 1, aggregate decode tok/s at batch 4, prefill tok/s for a 512-token prompt);
-`runner bench --mtp` is the MTP A/B (off vs each draft policy at 1 and 4 sequences;
-`--draft-tokens k` chains the MTP layer k times);
+`runner bench --mtp` is the drafting A/B (off vs each drafting arm at 1 and 4 sequences:
+the MTP layer at k = 1 and chained, the block drafter, the adaptive policy; see mtp_ab.py);
 `runner bench --pass-cost` times a drafting pass against a plain one for the
 checkpoint's shape at several main-layer counts (what acceptance drafting needs).
 Systems and arms are interleaved within each round so machine drift hits all alike.
@@ -49,13 +49,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--draft-tokens",
         type=int,
         default=1,
-        help="with --mtp: drafts a row carries into a pass in the drafting arms, 1 to 16 (the MTP "
-        "layer chained k times; default: 1)",
+        help="with --mtp: drafts a row carries into a pass in the arms always, solo and lazy-solo, "
+        "1 to 16 (the MTP layer chained k times; default: 1); the other arms name their own k",
     )
     p.add_argument(
         "--arms",
-        default="off,always,solo,adaptive",
-        help="with --mtp: comma-separated arms among off, always, solo, adaptive, lazy-solo",
+        default="off,mtp,mtp-chain,adaptive",
+        help="with --mtp: comma-separated arms among off, mtp (k = 1), mtp-chain (k = 3), block-4, "
+        "block-8 (the block drafter), adaptive (k up to 8), adaptive-block, always, solo, lazy-solo "
+        "(default: off,mtp,mtp-chain,adaptive)",
     )
 
 
@@ -85,17 +87,21 @@ def main(args: argparse.Namespace) -> int:
 
             run(args.model, args.rounds, layers)
         elif args.mtp:
-            from .mtp_ab import run
+            from .mtp_ab import ArmError, run
 
-            run(
-                args.model,
-                args.rounds,
-                args.tokens,
-                args.arms.split(","),
-                args.repeats,
-                tuple(seqs),
-                args.draft_tokens,
-            )
+            try:
+                run(
+                    args.model,
+                    args.rounds,
+                    args.tokens,
+                    args.arms.split(","),
+                    args.repeats,
+                    tuple(seqs),
+                    args.draft_tokens,
+                )
+            except ArmError as e:
+                print(f"runner bench --mtp: {e}")
+                return 2
         else:
             from .versus_mlx_lm import run
 

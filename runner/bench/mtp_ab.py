@@ -1,6 +1,15 @@
-"""MTP A/B: decode tok/s per sequence with speculation off vs each draft policy, at one
-and at four concurrent sequences, with drafted passes, acceptance, accepted length and
-state bytes. `draft_tokens` (k) is given to every drafting arm."""
+"""Drafting A/B: decode tok/s per sequence with speculation off vs each drafting arm, at
+one to four concurrent sequences, interleaved by round, with ratios over `off`, tokens
+per drafting row-pass (tau), acceptance by position, the draft lengths passes carried,
+and state bytes.
+
+- Arms name a drafter, a draft length k and a policy: `mtp` (k = 1), `mtp-chain` (the
+  MTP layer chained, k = 3), `block-4` / `block-8` (the block drafter), `adaptive` (k
+  chosen per width up to 8, MTP), `adaptive-block` (the same with the block drafter), and
+  the older policy arms `always`, `solo`, `lazy-solo` whose k is `--draft-tokens`.
+- Every arm's knobs are checked against the checkpoint before anything loads: an arm the
+  checkpoint cannot run (no block drafter) is one clear error, exit 2.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +21,31 @@ from .stats import machine_line, ratio_spread, spread
 
 ARMS = {
     "off": dict(mtp=False),
+    "mtp": dict(mtp=True, draft_policy="always", draft_tokens=1),
+    "mtp-chain": dict(mtp=True, draft_policy="always", draft_tokens=3),
+    "block-4": dict(mtp=True, drafter="block", draft_policy="always", draft_tokens=4),
+    "block-8": dict(mtp=True, drafter="block", draft_policy="always", draft_tokens=8),
+    # lazy: when the cost model says not to draft, the drafter does not run either
+    "adaptive": dict(mtp=True, draft_policy="adaptive", mtp_sync="lazy", draft_tokens=8),
+    "adaptive-block": dict(
+        mtp=True, drafter="block", draft_policy="adaptive", mtp_sync="lazy", draft_tokens=8
+    ),
     "always": dict(mtp=True, draft_policy="always"),
     "solo": dict(mtp=True, draft_policy="solo"),
-    # lazy: when the cost model says not to draft, the MTP layer is not run either
-    "adaptive": dict(mtp=True, draft_policy="adaptive", mtp_sync="lazy"),
     "lazy-solo": dict(mtp=True, draft_policy="solo", mtp_sync="lazy"),
 }
+FLEXIBLE = ("always", "solo", "lazy-solo")  # arms whose k is --draft-tokens
+
+
+class ArmError(Exception):
+    """An arm the checkpoint cannot run; the message names the arm and the knob."""
+
+
+def arm_knobs(arms: list[str], draft_tokens: int) -> dict[str, dict]:
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown:
+        raise ArmError(f"unknown arm(s) {unknown}; known: {sorted(ARMS)}")
+    return {a: dict(ARMS[a], draft_tokens=draft_tokens) if a in FLEXIBLE else ARMS[a] for a in arms}
 
 
 def heldout_prompts(engine: Engine, n: int, length: int) -> list[list[int]]:
@@ -31,12 +59,23 @@ def measure(engine: Engine, prompts: list[list[int]], new_tokens: int) -> dict:
     per_seq = [(r.output_tokens - 1) / ((r.done_ns - r.first_token_ns) / 1e9) for r in reqs]
     drafted = sum(p.drafted for p in passes)
     hist = [0] * 17  # drafting row-passes by drafts kept
+    lengths = [0] * 17  # decode passes by the drafts a drafting row carried (0: none)
+    reached, kept = [0] * 17, [0] * 17  # by draft position: drafts reached (all before kept), kept
     for p in passes:
-        for m, n in enumerate(p.accepted_lengths):
+        h, rows = p.accepted_lengths, sum(p.accepted_lengths)
+        for m, n in enumerate(h):
             hist[m] += n
+        for i in range(1, len(h)):  # a pass's rows carry len(h) - 1 drafts each
+            reached[i] += sum(h[i - 1 :])
+            kept[i] += sum(h[i:])
+        if p.kind == "decode":
+            lengths[len(h) - 1 if rows else 0] += 1
     row_passes = sum(hist)
     return dict(
         tau=(sum(m * n for m, n in enumerate(hist)) / row_passes + 1) if row_passes else 0.0,
+        reached=reached,
+        kept=kept,
+        lengths=lengths,
         decode=statistics.mean(per_seq),
         drafted_passes=sum(p.drafted > 0 for p in passes),
         passes=len(passes),
@@ -50,6 +89,17 @@ def best_of(repeats: int, engine: Engine, prompts: list[list[int]], new_tokens: 
     return max((measure(engine, prompts, new_tokens) for _ in range(repeats)), key=lambda m: m["decode"])
 
 
+def by_position(reached: list[int], kept: list[int], upto: int = 4) -> str:
+    """Acceptance at draft positions 1..upto, each given every earlier draft accepted."""
+    return "/".join(f"{kept[i] / reached[i]:.2f}" for i in range(1, upto + 1) if reached[i]) or "-"
+
+
+def k_shares(lengths: list[int]) -> str:
+    """Decode passes by the draft length they carried, as shares: '0:40% 4:60%'."""
+    total = sum(lengths)
+    return " ".join(f"{k}:{n / total:.0%}" for k, n in enumerate(lengths) if n) if total else "-"
+
+
 def run(
     model: str,
     rounds: int,
@@ -59,10 +109,12 @@ def run(
     widths: tuple[int, ...] = (1, 4),
     draft_tokens: int = 1,
 ) -> None:
-    unknown = [a for a in arms if a not in ARMS]
-    if unknown:
-        raise SystemExit(f"runner bench --mtp: unknown arm(s) {unknown}; known: {sorted(ARMS)}")
-    knobs = {a: dict(ARMS[a], draft_tokens=draft_tokens) if ARMS[a]["mtp"] else ARMS[a] for a in arms}
+    knobs = arm_knobs(arms, draft_tokens)
+    for a in arms:
+        try:
+            Engine.check_knobs(model, max_batch_size=4, prefill_chunk=256, **knobs[a])
+        except ValueError as e:
+            raise ArmError(f"arm {a}: {e}") from None
     engines = {
         a: Engine.from_pretrained(model, max_batch_size=4, prefill_chunk=256, **knobs[a]) for a in arms
     }
@@ -74,7 +126,7 @@ def run(
     for width in widths:
         sets[width] = [pool[i * width : (i + 1) * width] for i in range(rounds + 1)]
     results = {(a, w): [] for a in arms for w in widths}
-    for r in range(rounds + 1):  # round 0 warms up (compilation) and is dropped
+    for r in range(rounds + 1):  # round 0 warms up (compilation, the policy's first costs); dropped
         for w in widths:
             for a in arms[r % len(arms) :] + arms[: r % len(arms)]:  # rotated: no arm always first
                 m = best_of(repeats, engines[a], sets[w][r], new_tokens)
@@ -83,11 +135,12 @@ def run(
     print(machine_line())
     print(
         f"checkpoint: {any_engine.checkpoint_dir}, {rounds} interleaved rounds (fastest of {repeats} runs "
-        f"each), {new_tokens} new tokens, held-out prompts of 48 tokens, draft_tokens {draft_tokens}"
+        f"each), {new_tokens} new tokens, held-out prompts of 48 tokens; arms' k: "
+        + ", ".join(f"{a} {knobs[a].get('draft_tokens', 0)}" for a in arms)
     )
     print(
-        f"{'arm':<10} {'seqs':>4} {'decode tok/s/seq':>24} {'vs off':>20} {'drafted passes':>15} "
-        f"{'acceptance':>11} {'tokens/draft':>12} {'state MB/seq':>12}"
+        f"{'arm':<14} {'seqs':>4} {'decode tok/s/seq':>24} {'vs off':>20} {'drafted passes':>15} "
+        f"{'acceptance':>11} {'tokens/row-pass':>15} {'by position':>19} {'state MB/seq':>12}  k carried"
     )
     for w in widths:
         for a in arms:
@@ -97,9 +150,12 @@ def run(
             drafted_passes = statistics.mean(m["drafted_passes"] for m in ms)
             taus = [m["tau"] for m in ms if m["tau"]]  # runs that drafted at all
             passes = statistics.mean(m["passes"] for m in ms)
+            reached, kept = ([sum(m[key][i] for m in ms) for i in range(17)] for key in ("reached", "kept"))
+            lengths = [sum(m["lengths"][i] for m in ms) for i in range(17)]
             print(
-                f"{a:<10} {w:>4} {spread(dec):>24} {ratio_spread(dec, base):>20} "
+                f"{a:<14} {w:>4} {spread(dec):>24} {ratio_spread(dec, base):>20} "
                 f"{drafted_passes:>7.1f}/{passes:<7.1f}"
                 f"{statistics.mean(m['acceptance'] for m in ms):>11.1%} "
-                f"{statistics.mean(taus) if taus else 0.0:>12.2f} {max(m['state_mb'] for m in ms):>12.3f}"
+                f"{statistics.mean(taus) if taus else 0.0:>15.2f} {by_position(reached, kept):>19} "
+                f"{max(m['state_mb'] for m in ms):>12.3f}  {k_shares(lengths)}"
             )

@@ -1,43 +1,34 @@
-"""Which passes draft. Fixed policies look only at the pass width; `adaptive` keeps an
-online cost model from the engine's own measured decode-pass durations, one `WidthModel`
-per width, and a rolling acceptance rate, and drafts when the expected accepted tokens
-pay for the wider verify.
+"""How many drafts a row carries into the next pass (k; 0: none). Fixed policies draft
+`draft_tokens` by the pass width; `adaptive` picks k per width to maximise expected
+committed tokens per unit of time, from its own measurements.
 
-What drafting costs is a ratio, measured on steady passes (`record` feeds only passes
-between two of the same shape, so switching costs, such as a lazy MTP catching up or
-the pipeline restarting, never count). Each pass of the branch in the minority among a
-width's recent passes (a re-measurement's) is compared with the median of the other
-branch around it; the ratio is the median of the last such comparisons, a few
-re-measurements' worth. Passes measured minutes apart do not compare on a shared
-machine, whose speed drifts more than drafting changes it; passes side by side do, and
-no one window of passes, slow or fast, decides alone.
-
-Re-measuring the branch not taken costs something: under lazy sync a switch to drafting
-first catches the MTP up over every position it skipped, which can cost as much as
-several plain passes. So the policy prices each re-measurement, by what its passes took
-beyond the branch kept, and starts the next only once the passes since have taken
-EXPLORE_SHARE times that much longer: exploring costs at most about that share of a
-width's time, however often a cheap one may come round. Near break-even that keeps the
-estimate fed. (`runner bench --mtp` shows what drafting gains at one and four rows on a
-machine, arm against arm; `runner bench --pass-cost` what a drafting pass costs.)"""
+- Candidates: 0, 1, 2, 4, ... up to draft_tokens (and draft_tokens itself). Powers of two
+  because tokens per time is flat near its best k, and every candidate must be measured
+  at every width and re-measured now and then: at most six branches to measure, not 17.
+- Time: the engine's measured decode-pass durations, one `WidthModel` per width
+  (draft_cost.py), comparing the cost of k's passes with those of the other lengths side
+  by side. A width with no comparisons yet borrows the nearest wider width's (drafting
+  pays less as rows are added) and explores only on the refresh schedule: a batch's tail
+  lasts a few passes. With none anywhere it measures k = 1 and then 0.
+- Tokens: acceptance by position (`PositionAcceptance`), from each pass's histogram of
+  accepted lengths; a row's expected commit for k drafts is 1 + sum_j a_1 ... a_j. The
+  acceptance at a position does not depend on the width, so one estimate serves all.
+- `record` feeds only steady, pure passes: between two of the same branch and pipelining
+  regime, and that prepared drafts for the same k they verified (a switch, such as a
+  lazy MTP catching up, costs extra and is priced as exploring instead; see draft_cost.py).
+  `runner bench --mtp` shows what drafting gains arm against arm.
+"""
 
 from __future__ import annotations
 
-from collections import deque
-from dataclasses import dataclass, field
-from statistics import median
 from typing import NamedTuple, Optional
 
-DRAFT_MEMORY = 0.98  # each new draft keeps this share of the earlier drafts' weight (about the last 50)
-PRIOR_DRAFTS = 2  # acceptance starts as if this many drafts had been half accepted
-HISTORY = 24  # the recent steady passes of a width that comparisons are made in
-MIN_SIDE = 3  # passes of a branch among them before it is compared with the other
-RATIOS = 12  # comparisons the ratio is the median of
-REFRESH_EVERY = 64  # re-measure the branch not taken at most every this many decisions ...
-REFRESH_LEN = 6  # ... for this many passes in a row, so some of them are steady
-SWITCH_MARGIN = 0.04  # leave the current branch only when the other pays by this much (below
-# drafting's gain at one row, or the policy never switches to drafting there)
-EXPLORE_SHARE = 0.02  # and no sooner than its cost is this share of the width's time since
+from .draft_cost import WidthModel
+
+DRAFT_MEMORY = 0.98  # each new draft at a position keeps this share of the earlier ones' weight
+PRIOR_DRAFTS = 2  # a position starts as if this many drafts had been accepted at the rate of
+# the position before it (the first: one half)
+MAX_POSITIONS = 16
 
 
 class Branch(NamedTuple):
@@ -45,92 +36,58 @@ class Branch(NamedTuple):
 
     kind: str  # "prefill" | "decode" | "mixed"
     width: int  # rows
-    drafted: bool  # it verifies drafts
+    drafts: int  # drafts a drafting row carries (0: the pass verifies none)
 
 
-@dataclass
-class WidthModel:
-    """What the adaptive policy knows about decode passes of one width."""
+def draft_lengths(draft_tokens: int) -> tuple[int, ...]:
+    """The adaptive policy's candidates: 0, the powers of two below draft_tokens, and it."""
+    return tuple(sorted({0, draft_tokens, *(2**j for j in range(5) if 2**j < draft_tokens)}))
 
-    history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))  # recent steady (drafted, ns)
-    comparisons: deque = field(default_factory=lambda: deque(maxlen=RATIOS))  # latest side-by-side ratios
-    ratio: Optional[float] = None  # drafting pass cost / plain pass cost (None: not compared yet)
-    seen: dict = field(default_factory=lambda: {True: 0, False: 0})  # steady passes, by drafted
-    decisions: int = 0  # decisions taken with a ratio to go by
-    drafting: Optional[bool] = None  # the branch currently taken
-    refresh_at: int = REFRESH_EVERY  # decision count at which the branch not taken is re-measured
-    refreshing: Optional[bool] = None  # while re-measuring: the branch it started from
-    spent_ns: int = 0  # what every decode pass of this width took, steady or not
-    spent_passes: int = 0
-    pricing: Optional[tuple] = None  # (spent_ns, spent_passes, branch kept) when the last
-    # re-measurement started, until its passes are in
-    explore_until: int = 0  # spent_ns before which the next re-measurement may not start
 
-    def observe(self, drafted: bool, duration_ns: int) -> None:
-        """One steady pass: compared with the other branch around it when it is in the minority."""
-        self.seen[drafted] += 1
-        self.history.append((drafted, duration_ns))
-        same = sum(was == drafted for was, _ in self.history)
-        other = [d for was, d in self.history if was != drafted]
-        if len(other) >= MIN_SIDE and same <= len(other):
-            around = median(other)
-            self.comparisons.append(duration_ns / around if drafted else around / duration_ns)
-            if len(self.comparisons) >= MIN_SIDE:
-                self.ratio = median(self.comparisons)
+class PositionAcceptance:
+    """Decayed counts, per draft position i (1-based), of drafts that were reached (every
+    draft before them accepted) and of those accepted."""
 
-    def spend(self, duration_ns: int) -> None:
-        self.spent_ns += duration_ns
-        self.spent_passes += 1
+    def __init__(self) -> None:
+        self.reached = [0.0] * (MAX_POSITIONS + 1)
+        self.hit = [0.0] * (MAX_POSITIONS + 1)
 
-    def choose(self, gain: float) -> bool:
-        """The branch to take, given drafting's gain in tokens per second (drafting / not):
-        the one that pays, with a margin to leave the current one, or the other while
-        re-measuring it."""
-        self.decisions += 1
-        current = gain > 1.0 if self.drafting is None else self.drafting
-        pays = gain > 1.0 - SWITCH_MARGIN if current else gain > 1.0 + SWITCH_MARGIN
-        self.drafting = pays
-        return self._refresh(pays)
+    def add(self, accepted_lengths: tuple[int, ...]) -> None:
+        """One pass's histogram: [m] drafting rows that kept m drafts, m = 0..k. Rows are
+        taken to have carried k drafts each (drafters draft every row alike)."""
+        for i in range(1, len(accepted_lengths)):
+            n, ok = sum(accepted_lengths[i - 1 :]), sum(accepted_lengths[i:])
+            if n:
+                keep = DRAFT_MEMORY**n
+                self.reached[i] = keep * self.reached[i] + n
+                self.hit[i] = keep * self.hit[i] + ok
 
-    def _refresh(self, pays: bool) -> bool:
-        """The decision to carry out: the other branch while re-measuring it (once its
-        price allows, see _price), else the branch that pays."""
-        n, start = self.decisions, self.refresh_at
-        self._price()
-        if n == start and self.spent_ns < self.explore_until:
-            start = self.refresh_at = n + 1  # not yet paid for: look again next pass
-        if n == start:
-            self.refreshing = pays
-            self.pricing = (self.spent_ns, self.spent_passes, pays)
-        if start <= n < start + REFRESH_LEN:
-            return not self.refreshing
-        if n == start + REFRESH_LEN:
-            self.refreshing = None
-            self.refresh_at = n + REFRESH_EVERY
-        return pays
+    def at(self, i: int) -> float:
+        """Acceptance at position i given every earlier draft accepted; a position seldom
+        reached leans on the one before it."""
+        rate = 0.5
+        for j in range(1, i + 1):
+            rate = (self.hit[j] + PRIOR_DRAFTS * rate) / (self.reached[j] + PRIOR_DRAFTS)
+        return rate
 
-    def _price(self) -> None:
-        """Once a re-measurement's passes (and the pass back) have run: what they took
-        beyond as many passes of the branch kept, and from it the earliest next start."""
-        if self.pricing is None or self.spent_passes < self.pricing[1] + REFRESH_LEN + 1:
-            return
-        ns0, passes0, kept = self.pricing
-        self.pricing = None
-        base = [d for was, d in self.history if was == kept]
-        if base and self.drafting == kept:  # confirmed; a flip bought a better branch
-            excess = self.spent_ns - ns0 - (self.spent_passes - passes0) * median(base)
-            self.explore_until = self.spent_ns + int(max(excess, 0) / EXPLORE_SHARE)
-        else:
-            self.explore_until = 0
+    def expected_tokens(self, k: int) -> float:
+        """Tokens a row commits from a pass carrying k drafts: the target's own one plus the
+        accepted drafts."""
+        total = reach = 1.0
+        for i in range(1, k + 1):
+            reach *= self.at(i)
+            total += reach
+        return total
 
 
 class DraftPolicy:
-    def __init__(self, policy: str, max_width: Optional[int], lazy_mtp: bool = False):
+    def __init__(self, policy: str, max_width: Optional[int], draft_tokens: int = 1):
         self.adaptive = policy == "adaptive"
         self.max_width = max_width  # None: no fixed limit
-        self.lazy_mtp = lazy_mtp  # the MTP layer runs only for drafting passes (mtp_sync lazy)
+        self.draft_tokens = draft_tokens
+        self.lengths = draft_lengths(draft_tokens)
         self.widths: dict[int, WidthModel] = {}
-        self.drafts_seen = self.accepted_seen = 0.0  # decayed counts of recent drafts
+        self.acceptance = PositionAcceptance()
         self._last: Optional[Branch] = None  # the last committed pass's branch
 
     def width(self, width: int) -> WidthModel:
@@ -142,69 +99,80 @@ class DraftPolicy:
         """May a pass of this width verify the drafts its rows carry?"""
         return self.adaptive or self.max_width is None or width <= self.max_width
 
-    def decide(self, width: int) -> bool:
-        """Should rows draft for a next pass expected to hold `width` rows? Called once a pass."""
+    def decide(self, width: int) -> int:
+        """Drafts a row carries into a next pass expected to hold `width` rows (0: none).
+        Called once a pass."""
         if width == 0:
-            return False
+            return 0
         if not self.adaptive:
-            return self.permits(width)
-        # A width not measured yet follows the nearest wider one measured (drafting pays
-        # less as rows are added) until its own re-measurements give it a ratio: a width
-        # that lasts a few passes, such as a batch's tail, would otherwise pay a lazy
-        # catch-up to explore. With no wider one, measure both shapes before trusting either.
-        own = self.widths.get(width)
-        wider = [w for w, m in self.widths.items() if w > width and m.ratio is not None]
-        ratio = (own.ratio if own else None) or (self.widths[min(wider)].ratio if wider else None)
-        if ratio is None:
-            return (own.seen[True] if own else 0) < MIN_SIDE
-        return self.width(width).choose((1.0 + self.acceptance) / ratio)
+            return self.draft_tokens if self.permits(width) else 0
+        model = self.width(width)
+        ratios, borrowed = self._ratios(width)
+        if not ratios:
+            return model.bootstrap(1, self.lengths)
+        ref = model.kept if any(model.kept in p for p in ratios) else next(iter(ratios))[0]
+        costs = relative_costs(ratios, ref)
+        values = {k: self.acceptance.expected_tokens(k) / c for k, c in costs.items() if k in self.lengths}
+        return model.choose(values, self.lengths, climb=not borrowed)
+
+    def expects(self, width: int) -> int:
+        """The draft length adaptive is likely to choose at this width next (read only)."""
+        model = self.widths.get(width)
+        if model is None or model.kept is None:
+            return 1  # it measures 1 and 0 first, or borrows a verdict it has not taken yet
+        return model.kept if model.trying is None else model.trying
+
+    def _ratios(self, width: int) -> tuple[dict[tuple[int, int], float], bool]:
+        """The width's own cost ratios, pairs it lacks filled from the nearest wider width
+        that has them; and whether any was borrowed (so the width has none of its own)."""
+        own = self.width(width).ratios()
+        merged = dict(own)
+        for w in sorted(w for w in self.widths if w > width):
+            for pair, r in self.widths[w].ratios().items():
+                merged.setdefault(pair, r)
+        return merged, not own and bool(merged)
 
     def record(
         self,
         branch: Branch,
         duration_ns: int,
-        n_drafts: int,
-        n_accepted: int,
+        accepted_lengths: tuple[int, ...],
         *,
-        mtp_ran: bool,
+        drafts_next: int,
         ahead: bool,
         queued: Optional[Branch],
     ) -> None:
-        """Learn from one committed pass; called for every pass, in order. ahead: it was
-        launched before the previous pass was committed; queued: the branch of the pass
-        launched ahead of it (None: none). Every decode pass counts toward its width's
-        time; the cost model learns from pure, steady ones only. Pure: a drafting pass
-        that ran the MTP or a plain one that did not (under lazy sync; under eager sync
-        the MTP's cost is sunk). Steady: between passes of its own branch and pipelining
-        regime (a switch costs extra)."""
+        """Learn from one committed pass; called for every pass, in order. drafts_next: the
+        drafts its step prepared for the next pass; ahead: it was launched before the
+        previous pass was committed; queued: the branch of the pass launched ahead of it
+        (None: none). Every decode pass counts toward its width's time; the cost model
+        learns from pure, steady ones only (see the module's docstring); acceptance from
+        every pass that verified drafts."""
         steady = (
             branch == self._last and ahead == (queued is not None) and (queued is None or queued == branch)
         )
         self._last = branch
-        if branch.kind != "decode":
-            return
-        self.spend(branch.width, duration_ns)
-        pure = not self.lazy_mtp or mtp_ran == branch.drafted
-        if pure and steady:
-            self.observe(branch.width, branch.drafted, duration_ns, n_drafts, n_accepted)
-
-    def spend(self, width: int, duration_ns: int) -> None:
-        """Every decode pass, steady or not: what a width's passes took in all."""
-        if self.adaptive:
-            self.width(width).spend(duration_ns)
-
-    def observe(self, width: int, drafted: bool, duration_ns: int, n_drafts: int, n_accepted: int) -> None:
-        """Feed one steady decode pass back into the model."""
         if not self.adaptive:
             return
-        self.width(width).observe(drafted, duration_ns)
-        if n_drafts:  # each draft weighs the same, whatever the width
-            keep = DRAFT_MEMORY**n_drafts
-            self.drafts_seen = keep * self.drafts_seen + n_drafts
-            self.accepted_seen = keep * self.accepted_seen + n_accepted
+        self.acceptance.add(accepted_lengths)
+        if branch.kind != "decode":
+            return
+        self.width(branch.width).spend(duration_ns)
+        if steady and drafts_next == branch.drafts:
+            self.width(branch.width).observe(branch.drafts, duration_ns)
 
-    @property
-    def acceptance(self) -> float:
-        """Share of recent drafts accepted; a weak prior of one half, so the first few
-        drafts already count (re-measurements at one row bring four or so at a time)."""
-        return (self.accepted_seen + PRIOR_DRAFTS / 2) / (self.drafts_seen + PRIOR_DRAFTS)
+
+def relative_costs(ratios: dict[tuple[int, int], float], ref: int) -> dict[int, float]:
+    """Each draft length's pass cost relative to `ref`'s, along chains of compared pairs
+    (breadth first: the fewest ratios multiplied)."""
+    costs, frontier = {ref: 1.0}, [ref]
+    while frontier:
+        nxt = []
+        for k in frontier:
+            for (a, b), r in ratios.items():
+                for there, here, factor in ((a, b, r), (b, a, 1 / r)):
+                    if here == k and there not in costs:
+                        costs[there] = costs[k] * factor
+                        nxt.append(there)
+        frontier = nxt
+    return costs

@@ -64,11 +64,7 @@ class Engine:
             config.max_batch_size, config.prefill_chunk, self.pool, self.prefix, config.max_pass_tokens
         )
         self.forward = Forward(model, self.pool, config.index_topk, config.compile)
-        self.policy = DraftPolicy(
-            config.draft_policy,
-            config.draft_max_width,
-            lazy_mtp=config.mtp_layer and config.mtp_sync == "lazy",
-        )
+        self.policy = DraftPolicy(config.draft_policy, config.draft_max_width, config.draft_tokens)
         self.drafter = make_drafter(
             config, self.forward, self.pool, self.scheduler.ensure_blocks, checkpoint_dir
         )
@@ -230,7 +226,7 @@ class Engine:
         self._queued = self.launcher.launch_ahead(cur)
         out = cur.wait()  # blocks until cur has run
         done = commit_pass(cur, out, self.eos, self.drafter)
-        mtp_ran = self._draft_next(cur, out)
+        self._draft_next(cur, out)
         # Read before retiring, which frees finished rows' blocks: the event reports what
         # every live row held, the rows the pass finished and those it left out included.
         row_bytes = [self._row_bytes(s) for s in self._live_rows(cur.plan)]
@@ -241,9 +237,8 @@ class Engine:
         self.policy.record(
             cur.branch,
             duration,
-            sum(cur.plan.drafted),
-            done.accepted,
-            mtp_ran=mtp_ran,
+            done.accepted_lengths,
+            drafts_next=cur.drafts_next or 0,
             ahead=cur.ahead,
             queued=None if self._queued is None else self._queued.branch,
         )

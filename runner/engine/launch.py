@@ -12,6 +12,9 @@
   only (`decide`): when launching ahead, since the queued graph depends on it, else when
   the engine asks after committing. The fused MTP head is skipped when a fixed policy
   will not let the next pass draft (only the head's product would be thrown away).
+- A fused pass drafts one token a row, so a pass fuses only while the next carries at
+  most one (adaptive: while it expects so), and a decision after a fused pass is cut to
+  one. More drafts come from the host's drafter after the commit: no pass is queued ahead.
 """
 
 from __future__ import annotations
@@ -59,11 +62,18 @@ class Launcher:
         switch at any pass, so its head always runs."""
         return self.policy.adaptive or self.policy.permits(self.expected_width(width))
 
+    def _one_draft_next(self, width: int) -> bool:
+        """Will the pass after one of `width` rows carry at most one draft a row (all that
+        a fused pass drafts)? Adaptive: while it expects so."""
+        if self.policy.adaptive:
+            return self.policy.expects(self.expected_width(width)) <= 1
+        return self.config.draft_tokens == 1
+
     def _fusable(self, rows, drafting: bool) -> bool:
         """The MTP layer's work can run inside this pass: depth-1 MTP drafting only."""
         return (
             isinstance(self.drafter, MTPDrafter)
-            and self.config.draft_tokens == 1
+            and self._one_draft_next(len(rows))
             and self.drafter.can_fuse(rows, drafting)
         )
 
@@ -73,8 +83,8 @@ class Launcher:
         rows that go on), else after cur is committed."""
         if cur.drafts_next is None:
             rows = cur.live if continuing is None else continuing
-            drafts = self.policy.decide(self.expected_width(rows))
-            cur.drafts_next = self.config.draft_tokens if drafts else 0
+            k = self.policy.decide(self.expected_width(rows))
+            cur.drafts_next = min(k, 1) if cur.fused else k  # a fused pass drafted one a row
         self._latest = cur.drafts_next
         return cur.drafts_next
 
@@ -138,8 +148,6 @@ class Launcher:
         plan, sched, drafter = cur.plan, self.scheduler, self.drafter
         if not self.config.pipeline or plan.kind != "decode" or any(s.temperature > 0 for s in plan.rows):
             return None
-        if drafter is not None and self.config.draft_tokens > 1:
-            return None  # k drafts a row come from the host's drafter after the commit
         if len(plan.rows) < len(sched.running):
             return None  # the token budget left a prefill out: plan the next pass
         keep = cur.continuing_rows()
@@ -149,7 +157,10 @@ class Launcher:
             return None  # a slot may open: admit at the next planned pass
         want = False
         if drafter is not None:
-            want = bool(self.decide(cur, len(keep)))
+            k = self.decide(cur, len(keep))
+            if k > 1 or (k and not self._one_draft_next(len(keep))):
+                return None  # k drafts a row come from the host's drafter after the commit
+            want = k == 1
             # Drafting, or keeping an eager MTP current, needs cur's own MTP work in the
             # graph (a fused pass); a lazy pass that does not draft runs no MTP at all.
             if (want or drafter.eager) and not cur.fused:

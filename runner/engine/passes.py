@@ -57,7 +57,7 @@ class Launched:
 
     @property
     def branch(self) -> Branch:
-        return Branch(self.plan.kind, len(self.plan.rows), any(self.plan.drafted))
+        return Branch(self.plan.kind, len(self.plan.rows), max(self.plan.drafted, default=0))
 
     @property
     def live(self) -> int:

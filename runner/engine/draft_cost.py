@@ -1,0 +1,128 @@
+"""What the adaptive draft policy knows about the decode passes of one width: each draft
+length's cost relative to the others, measured side by side, and when to re-measure a
+draft length not taken.
+
+- A branch is a draft length k (0: no draft). A steady pass of a branch in the minority
+  among the width's recent passes is compared with the median of each other branch around
+  it; a pair's cost ratio is the median of its last such comparisons. Passes minutes apart
+  do not compare on a shared machine, whose speed drifts more than drafting changes it.
+- `choose` keeps the branch taken until another pays by SWITCH_MARGIN. It explores in
+  windows of REFRESH_LEN passes: a draft length next to the measured ones while the one at
+  that edge is within CLIMB of the best (the climb: drafting pays over a range of k, so a
+  worse edge ends it), and every REFRESH_EVERY decisions a neighbour of the branch kept.
+- Exploring is priced: a window's passes cost what they took beyond as many passes of the
+  branch kept (a lazy MTP catching up is part of it), and the next window waits until the
+  passes since have taken 1 / EXPLORE_SHARE times that.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Optional
+
+HISTORY = 24  # the recent steady passes of a width that comparisons are made in
+MIN_SIDE = 3  # passes of a branch among them before it is compared with another
+RATIOS = 12  # comparisons a pair's ratio is the median of
+REFRESH_EVERY = 64  # re-measure a branch not taken at most every this many decisions ...
+REFRESH_LEN = 6  # ... for this many passes in a row, so some of them are steady
+SWITCH_MARGIN = 0.04  # leave the current branch only when another pays by this much
+EXPLORE_SHARE = 0.02  # and no sooner than its cost is this share of the width's time since
+CLIMB = 0.85  # try the next draft length past an edge while the edge pays this share of the best
+
+
+def neighbours(lengths: tuple[int, ...], k: int) -> list[int]:
+    """The draft lengths next to k among `lengths` (sorted), the shorter first."""
+    i = lengths.index(k)
+    return [lengths[j] for j in (i - 1, i + 1) if 0 <= j < len(lengths)]
+
+
+@dataclass
+class WidthModel:
+    history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))  # recent steady (k, ns)
+    comparisons: dict = field(default_factory=dict)  # (a, b), a > b: deque of c(a) / c(b)
+    seen: Counter = field(default_factory=Counter)  # steady passes, by k
+    decisions: int = 0  # decisions taken with costs to go by
+    kept: Optional[int] = None  # the branch currently taken
+    trying: Optional[int] = None  # the branch a window is measuring
+    window_end: int = 0  # decision count at which the window is over
+    refresh_at: int = REFRESH_EVERY  # decision count at which a neighbour is re-measured
+    turns: int = 0  # re-measurements started (they alternate between the two neighbours)
+    spent_ns: int = 0  # what every decode pass of this width took, steady or not
+    spent_passes: int = 0
+    pricing: Optional[tuple] = None  # (spent_ns, spent_passes, kept) when the last window
+    # started, until its passes are in
+    explore_until: int = 0  # spent_ns before which the next window may not start
+
+    def observe(self, k: int, duration_ns: int) -> None:
+        """One steady pass: compared with each other branch around it while in the minority."""
+        self.seen[k] += 1
+        self.history.append((k, duration_ns))
+        counts = Counter(was for was, _ in self.history)
+        for other, n in counts.items():
+            if other == k or n < MIN_SIDE or counts[k] > n:
+                continue
+            around = median(d for was, d in self.history if was == other)
+            pair, ratio = (k, other), duration_ns / around
+            if k < other:
+                pair, ratio = (other, k), 1 / ratio
+            self.comparisons.setdefault(pair, deque(maxlen=RATIOS)).append(ratio)
+
+    def ratios(self) -> dict[tuple[int, int], float]:
+        """c(a) / c(b) for each pair (a, b), a > b, compared often enough."""
+        return {p: median(c) for p, c in self.comparisons.items() if len(c) >= MIN_SIDE}
+
+    def spend(self, duration_ns: int) -> None:
+        self.spent_ns += duration_ns
+        self.spent_passes += 1
+
+    def bootstrap(self, start: int, lengths: tuple[int, ...]) -> int:
+        """No costs to go by yet: measure `start`, then the length next to it."""
+        return start if self.seen[start] < MIN_SIDE else neighbours(lengths, start)[0]
+
+    def choose(self, values: dict[int, float], lengths: tuple[int, ...], climb: bool) -> int:
+        """The draft length for the next pass. values: expected tokens per unit of time for
+        the lengths with a known cost; lengths: every candidate; climb: explore lengths
+        past the measured edges (not for a width that borrows its costs)."""
+        self.decisions += 1
+        self._price()
+        if self.trying is not None and self.decisions < self.window_end:
+            return self.trying
+        self.trying = None
+        best = max(values, key=values.__getitem__)
+        if self.kept not in values or values[best] > values[self.kept] * (1 + SWITCH_MARGIN):
+            self.kept = best
+        target = self._to_explore(values, lengths, climb)
+        if target is None or self.spent_ns < self.explore_until:
+            return self.kept  # nothing to explore, or not yet paid for: look again next pass
+        self.trying, self.window_end = target, self.decisions + REFRESH_LEN
+        self.refresh_at, self.turns = self.window_end + REFRESH_EVERY, self.turns + 1
+        self.pricing = (self.spent_ns, self.spent_passes, self.kept)
+        return target
+
+    def _to_explore(self, values: dict[int, float], lengths: tuple[int, ...], climb: bool) -> Optional[int]:
+        top = max(values.values())
+        if climb:
+            for edge, step in ((max(values), 1), (min(values), -1)):
+                i = lengths.index(edge) + step
+                if 0 <= i < len(lengths) and values[edge] >= CLIMB * top:
+                    return lengths[i]
+        if self.decisions < self.refresh_at:
+            return None
+        near = neighbours(lengths, self.kept)
+        return near[self.turns % len(near)]
+
+    def _price(self) -> None:
+        """Once a window's passes (and the pass back) have run: what they took beyond as
+        many passes of the branch kept, and from it the earliest next window."""
+        if self.pricing is None or self.spent_passes < self.pricing[1] + REFRESH_LEN + 1:
+            return
+        ns0, passes0, kept = self.pricing
+        self.pricing = None
+        base = [d for was, d in self.history if was == kept]
+        if base and self.kept == kept:  # confirmed; a switch bought a better branch
+            excess = self.spent_ns - ns0 - (self.spent_passes - passes0) * median(base)
+            self.explore_until = self.spent_ns + int(max(excess, 0) / EXPLORE_SHARE)
+        else:
+            self.explore_until = 0
