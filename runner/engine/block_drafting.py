@@ -19,9 +19,9 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from .block_drafter import load_checkpoint_drafter, propose
+from .block_drafter import Proposal, load_checkpoint_drafter, propose
 from .drafter import TargetOutputs
-from .drafter_context import ContextCache
+from .drafter_context import CONTEXT_BUCKET, ContextCache
 from .model import Model
 from .sampler import probs, sample
 from .sequence import Sequence
@@ -30,10 +30,36 @@ from .sequence import Sequence
 class BlockDrafting:
     eager = True  # the context cache takes every pass's verified positions
 
-    def __init__(self, target: Model, checkpoint_dir: Path):
+    def __init__(self, target: Model, checkpoint_dir: Path, compile: bool = True):
         self.target = target
         self.drafter = load_checkpoint_drafter(checkpoint_dir, target.args)
         self.cache = ContextCache(self.drafter)
+        self._compile = compile
+        self._proposers: dict[int, object] = {}  # k -> the drafter pass, compiled per k
+
+    def _proposer(self, k: int):
+        """propose for k drafts, as one compiled graph per (rows, context bucket) shape
+        (warm traces them), or eager when the engine does not compile."""
+        if k not in self._proposers:
+
+            def fn(ctx, lens, anchors, ends):
+                return tuple(propose(self.drafter, self.target, ctx, lens, anchors, k, ends))
+
+            self._proposers[k] = mx.compile(fn) if self._compile else fn
+        return self._proposers[k]
+
+    def warm(self, max_rows: int, max_context: int, ks: tuple[int, ...]) -> int:
+        if not self._compile:
+            return 0
+        cfg, traced = self.drafter.cfg, 0
+        for S in range(CONTEXT_BUCKET, max(max_context, 1) + CONTEXT_BUCKET, CONTEXT_BUCKET):
+            for R in range(1, max_rows + 1):
+                zero = mx.zeros((R, cfg.num_kv_heads, S, cfg.head_dim))
+                ints = mx.ones((R,), mx.int32)
+                for k in ks:
+                    mx.eval(self._proposer(k)([(zero, zero)] * cfg.num_layers, ints, ints, ints))
+                    traced += 1
+        return traced
 
     @property
     def feature_layers(self) -> tuple[int, ...]:
@@ -60,8 +86,7 @@ class BlockDrafting:
         ids = [s.request_id for s in seqs]
         ctx, lens, ends = self.cache.gather(ids)
         anchors = mx.array([s.tokens[-1] for s in seqs], mx.int32)
-        # Eager: mx.compile retraced on every context-length bucket and cost more than it saved.
-        out = propose(self.drafter, self.target, ctx, lens, anchors, k, ends)
+        out = Proposal(*self._proposer(k)(ctx, lens, anchors, ends))
         self.cache.settle()  # rows not drafting this pass
         if all(s.temperature == 0.0 for s in seqs):
             for s, drafts in zip(seqs, out.tokens.tolist()):
