@@ -153,3 +153,13 @@ def test_shipped_tiny_block_drafter_is_lossless_and_lands_drafts():
         outs, passes, _ = eng.collect(prompts, 24)
         assert outs == plain, k
         assert sum(p.accepted for p in passes) > 0, k
+
+
+def test_the_drafter_evaluation_runs_on_a_checkpoint(block_checkpoint):
+    """`runner train --drafter block` ends with this evaluation (it once named a prompt
+    reader that no longer existed, which only the end of a training run would show)."""
+    from runner.train.drafter_eval import evaluate_drafter
+
+    res = evaluate_drafter(block_checkpoint, limit=4, log=lambda m: None)
+    assert res["prompts"] >= 1 and res["rounds"] > 0
+    assert res["tau"] == pytest.approx(1 + sum(res["acceptance_at"]))
