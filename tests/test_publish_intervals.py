@@ -8,7 +8,13 @@ from fixture_db import FixtureChip, build_fixture
 from publish_project import write_project
 
 from runner.publish.commands import rounds_plan
-from runner.publish.intervals import Intervals, level_bounds, rounds_for_half_width, upper_rank
+from runner.publish.intervals import (
+    Intervals,
+    level_bounds,
+    no_interval_text,
+    rounds_for_half_width,
+    upper_rank,
+)
 from runner.publish.metrics import percentile_of
 from runner.publish.post import render_post
 from runner.publish.queries import Reader
@@ -195,6 +201,11 @@ def test_a_percentile_without_enough_requests_has_no_interval_and_one_with_them_
     e = Intervals(runs, lambda: many).estimate("ttft_p50_ms", "c", "a", 1)
     assert (e.lo, e.hi) == (pytest.approx(t_lo), pytest.approx(t_hi))  # the median's tail adds nothing
     assert Intervals(runs).estimate("ttft_p99_ms", "c", "a", 1).hi == pytest.approx(t_hi)  # rounds alone
+
+
+def test_a_percentile_without_an_interval_says_it_had_too_few_requests():
+    assert no_interval_text(1) == "1 round: no interval"
+    assert "too few requests" in no_interval_text(3)
 
 
 def test_percentile_metrics_name_their_request_column_and_quantile():

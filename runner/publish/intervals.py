@@ -67,6 +67,9 @@ NONE = Estimate(None, None, None, 0)
 
 
 def no_interval_text(n_rounds: int) -> str:
+    """Why a figure has no interval: too few rounds, or else (a percentile) too few requests."""
+    if n_rounds >= MIN_ROUNDS:
+        return f"{n_rounds} rounds but too few requests to bound this percentile: no interval"
     return f"{n_rounds} round{'' if n_rounds == 1 else 's'}: no interval"
 
 
