@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import NamedTuple
 
 import numpy as np
@@ -63,12 +64,14 @@ def figures(times: np.ndarray) -> RunFigures:
     )
 
 
+@cache
 def true_quantile(seed: int, q: float, draws: int = 2_000_000) -> float:
     """The q-quantile of one request's time, drift and outliers included."""
     rng = np.random.default_rng(seed)
     return float(np.quantile(request_times(rng, (draws // 1000, 1, 1000), 0.0)[0], q))
 
 
+@cache
 def true_levels(seed: int, requests: int, runs: int = 20000) -> RunFigures:
     """The expectation of each per-run figure of arm a at this request count."""
     rng = np.random.default_rng(seed)
