@@ -1,21 +1,23 @@
 """Coverage of the 95% intervals, by simulation: does each kind of figure's interval hold
 the true value 93% to 98.5% of the time, and does a gain of zero pass as a direction at
 most 5% of the time? The model is `coverage_sim.py`'s; the interval code is the real one
-(`intervals.level_bounds` and `ratio_bounds`, which `Intervals` calls for every page).
-Run with -s to see the table.
+(`intervals.level_bounds`, `percentile_bounds` and `ratio_bounds`, which `Intervals`
+calls for every page). Run with -s to see the table.
 
 - "At most 5%" is checked within the simulation's own error (two standard errors of a
   share of EXPERIMENTS): an exact 95% interval excludes a true zero 5% of the time.
-- p99 is the known shortfall: with one request in a hundred an outlier, a run's p99 of
-  16 to 128 requests is mostly whether that run caught one, and rounds that caught none
-  cannot show it (covered 67% to 90%). Its test is an expected failure, strict, so a
-  method that fixes it is noticed."""
+- A percentile's truth is the quantile of the request times. With one request in a
+  hundred an outlier, fewer than 368 pooled requests cannot bound a p99 from above (all
+  of them fall below it more than 2.5% of the time): those cases have no interval
+  ("none"), as a figure of one round has none. The t interval over rounds alone covered
+  67% to 90% there. "p99 E[run]" (printed, not asserted) is the same interval's coverage
+  of the expected run p99 instead, the figure's own expectation at that request count."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from coverage_sim import figures, request_times, true_levels
+from coverage_sim import figures, request_times, true_levels, true_quantile
 
 from runner.publish import intervals
 
@@ -25,30 +27,37 @@ CASES = [(r, n) for r in (2, 3, 5) for n in (16, 128)]
 KINDS = ("mean", "p50", "p99", "total", "gain mean", "gain total", "zero mean", "zero total")
 LOW, HIGH = 0.93, 0.985
 DIRECTION_AT_ZERO = 0.05 + 2 * (0.05 * 0.95 / EXPERIMENTS) ** 0.5
-SHORTFALL = "p99"
+QUANTILES = {"p50": 0.5, "p99": 0.99}
 
 
 def _covers(lo: np.ndarray, hi: np.ndarray, truth: float) -> np.ndarray:
     return (lo <= truth) & (truth <= hi)
 
 
-def coverage(rounds: int, requests: int) -> tuple[dict[str, float | None], float]:
+def _share(lo: np.ndarray, hi: np.ndarray, truth: float) -> float | None:
+    """The share of experiments covered; None when no experiment got an interval."""
+    return None if np.isnan(lo).all() else float(_covers(lo, hi, truth).mean())
+
+
+def coverage(rounds: int, requests: int) -> tuple[dict[str, float | None], float, float | None]:
     """{kind: share of experiments whose interval holds the truth (None: no interval at
-    this many rounds)}, and the share of zero gains that pass as a direction."""
+    this many rounds or requests)}, the share of zero gains that pass as a direction, and
+    the p99 interval's coverage of the expected run p99."""
     rng = np.random.default_rng(1000 * rounds + requests)
     truth = true_levels(7, requests)
-    a, b = (figures(t) for t in request_times(rng, (EXPERIMENTS, rounds, requests), GAIN))
+    times_a, times_b = request_times(rng, (EXPERIMENTS, rounds, requests), GAIN)
+    a, b = figures(times_a), figures(times_b)
     a0, b0 = (figures(t) for t in request_times(rng, (EXPERIMENTS, rounds, requests), 0.0))
     if rounds < intervals.MIN_ROUNDS:
-        return dict.fromkeys(KINDS), 0.0
+        return dict.fromkeys(KINDS), 0.0, None
     out = {}
-    for kind, values, true in (
-        ("mean", a.mean_tps, truth.mean_tps),
-        ("p50", a.p50_ms, truth.p50_ms),
-        ("p99", a.p99_ms, truth.p99_ms),
-        ("total", a.total_tps, truth.total_tps),
-    ):
-        out[kind] = _covers(*intervals.level_bounds(values), true).mean()
+    out["mean"] = _covers(*intervals.level_bounds(a.mean_tps), truth.mean_tps).mean()
+    pooled = times_a.reshape(EXPERIMENTS, rounds * requests)
+    bounds = {}
+    for kind, q in QUANTILES.items():
+        bounds[kind] = intervals.percentile_bounds(getattr(a, f"{kind}_ms"), pooled, q)
+        out[kind] = _share(*bounds[kind], true_quantile(7, q))
+    out["total"] = _covers(*intervals.level_bounds(a.total_tps), truth.total_tps).mean()
     # tok/s: the faster arm b is 1 + GAIN times arm a's
     out["gain mean"] = _covers(*intervals.ratio_bounds(b.mean_tps, a.mean_tps), 1 + GAIN).mean()
     out["gain total"] = _covers(*intervals.ratio_bounds(b.total_tps, a.total_tps), 1 + GAIN).mean()
@@ -58,39 +67,46 @@ def coverage(rounds: int, requests: int) -> tuple[dict[str, float | None], float
     ]
     out["zero mean"], out["zero total"] = (_covers(lo, hi, 1.0).mean() for lo, hi in zero)
     directional = max((~_covers(lo, hi, 1.0)).mean() for lo, hi in zero)
-    return out, directional
+    return out, directional, _share(*bounds["p99"], truth.p99_ms)
 
 
 @pytest.fixture(scope="module")
 def table():
     rows = {case: coverage(*case) for case in CASES}
     print(f"\ncoverage of the 95% intervals, {EXPERIMENTS} simulated experiments a case")
-    print(f"{'rounds x requests':<18}" + "".join(f"{k:>11}" for k in KINDS) + f"{'dir @ 0':>9}")
-    for (r, n), (cov, d) in rows.items():
-        cells = "".join(f"{'none':>11}" if v is None else f"{v:>11.1%}" for v in cov.values())
-        print(f"{r} x {n:<14}" + cells + f"{d:>9.1%}")
-    return rows
+    print(
+        f"{'rounds x requests':<18}"
+        + "".join(f"{k:>11}" for k in KINDS)
+        + f"{'dir @ 0':>9}{'p99 E[run]':>12}"
+    )
+    for (r, n), (cov, d, p99_run) in rows.items():
+        cells = "".join(f"{'none':>11}" if v is None else f"{v:>11.1%}" for v in (*cov.values(), p99_run))
+        print(f"{r} x {n:<14}" + cells[: 11 * len(KINDS)] + f"{d:>9.1%}" + cells[11 * len(KINDS) :].rjust(12))
+    return {case: (cov, d) for case, (cov, d, _) in rows.items()}
 
 
 @pytest.mark.parametrize("rounds", [3, 5])
 def test_every_kind_of_figure_covers_about_95_percent(table, rounds):
     for (r, n), (cov, _) in table.items():
         if r == rounds:
-            bad = {k: v for k, v in cov.items() if k != SHORTFALL and (v is None or not LOW <= v <= HIGH)}
+            bad = {
+                k: v for k, v in cov.items() if (v is None and k != "p99") or not LOW <= (v or LOW) <= HIGH
+            }
             assert not bad, f"{r} rounds x {n} requests: {bad}"
 
 
 def test_two_rounds_cover_as_well_or_give_no_interval(table):
     for (r, n), (cov, _) in table.items():
         if r == 2:
-            bad = {k: v for k, v in cov.items() if k != SHORTFALL and v is not None and not LOW <= v <= HIGH}
+            bad = {k: v for k, v in cov.items() if v is not None and not LOW <= v <= HIGH}
             assert not bad, f"2 rounds x {n} requests: {bad}"
 
 
-@pytest.mark.xfail(strict=True, reason="a p99 of few requests under rare outliers: see the module docstring")
-def test_p99_covers_about_95_percent(table):
+def test_a_p99_has_an_interval_once_the_requests_can_bound_it(table):
+    """No interval only where the pooled requests are too few (below 368 for a p99)."""
     for (r, n), (cov, _) in table.items():
-        assert cov[SHORTFALL] is None or LOW <= cov[SHORTFALL] <= HIGH, f"{r} rounds x {n} requests"
+        if r >= intervals.MIN_ROUNDS:
+            assert (cov["p99"] is None) == (r * n < 368), f"{r} rounds x {n} requests"
 
 
 def test_a_zero_gain_passes_as_a_direction_at_most_5_percent(table):

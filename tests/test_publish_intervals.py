@@ -2,11 +2,20 @@
 
 from datetime import datetime
 
+import numpy as np
+import pytest
 from fixture_db import FixtureChip, build_fixture
 from publish_project import write_project
 
 from runner.publish.commands import rounds_plan
-from runner.publish.intervals import Intervals, rounds_for_half_width
+from runner.publish.intervals import (
+    Intervals,
+    level_bounds,
+    no_interval_text,
+    rounds_for_half_width,
+    upper_rank,
+)
+from runner.publish.metrics import percentile_of
 from runner.publish.post import render_post
 from runner.publish.queries import Reader
 
@@ -164,3 +173,44 @@ def test_the_rounds_that_halve_an_interval_and_the_audit_prints_them(tmp_path, c
     out = capsys.readouterr().out
     assert out.count("rounds instead of 3 would halve") == 1, out  # under the failing "level" only
     assert "fails: 5 rounds instead of 3" in out
+
+
+def test_the_upper_rank_bounds_a_quantile_from_above_about_two_and_a_half_percent_of_the_time():
+    # 16 draws bound a median from above by X_(13) (misses 1.06%), not X_(12) (3.84%):
+    # the interpolated rank lies between, nearer 12 the more of 2.5% is left
+    m = upper_rank(16, 0.5)
+    assert 12 < m < 13 and m == pytest.approx(13 - (0.025 - 0.0106) / (0.0384 - 0.0106), abs=1e-3)
+    # 384 draws: the largest misses a p99 when none exceeds it (0.99^384 = 2.1%)
+    all_below, one_above = 0.99**384, 384 * 0.01 * 0.99**383
+    assert upper_rank(384, 0.99) == pytest.approx(384 - (0.025 - all_below) / one_above)
+    assert upper_rank(367, 0.99) is None and upper_rank(368, 0.99) is not None  # 0.99^n <= 2.5% from 368
+    assert upper_rank(0, 0.5) is None
+
+
+def test_a_percentile_without_enough_requests_has_no_interval_and_one_with_them_reaches_its_tail():
+    rounds = {r: 10.0 + r for r in range(3)}
+    runs = {("c", "a", 1, r): {"ttft_p99_ms": v, "ttft_p50_ms": v} for r, v in rounds.items()}
+    few = {("c", "a", 1, r): {"ttft_ms": (np.arange(16), np.full(16, 10.0 + r))} for r in rounds}
+    tail = np.r_[np.full(190, 10.0), np.full(10, 50.0)]  # 5% of the requests are slow
+    many = {("c", "a", 1, r): {"ttft_ms": (np.arange(200), tail)} for r in rounds}
+    e = Intervals(runs, lambda: few).estimate("ttft_p99_ms", "c", "a", 1)
+    assert (e.value, e.lo, e.hi, e.n_rounds) == (11.0, None, None, 3)  # 48 requests cannot bound a p99
+    e = Intervals(runs, lambda: many).estimate("ttft_p99_ms", "c", "a", 1)
+    t_lo, t_hi = level_bounds(np.array(list(rounds.values())))
+    assert e.lo == pytest.approx(t_lo) and e.hi == 50.0 > t_hi  # the rounds missed the slow tail
+    e = Intervals(runs, lambda: many).estimate("ttft_p50_ms", "c", "a", 1)
+    assert (e.lo, e.hi) == (pytest.approx(t_lo), pytest.approx(t_hi))  # the median's tail adds nothing
+    assert Intervals(runs).estimate("ttft_p99_ms", "c", "a", 1).hi == pytest.approx(t_hi)  # rounds alone
+
+
+def test_a_percentile_without_an_interval_says_it_had_too_few_requests():
+    assert no_interval_text(1) == "1 round: no interval"
+    assert "too few requests" in no_interval_text(3)
+
+
+def test_percentile_metrics_name_their_request_column_and_quantile():
+    assert percentile_of("ttft_p99_ms") == ("ttft_ms", 0.99)
+    assert percentile_of("itl_p50_ms") == ("itl_ms", 0.5)
+    assert percentile_of("e2el_q0.95_ms") == ("e2el_ms", 0.95)
+    for other in ("stall_max_ms", "ttft_mean_ms", "decode_tps", "ttft_q2_ms", "ttft_qx_ms", "foo_p99_ms"):
+        assert percentile_of(other) is None

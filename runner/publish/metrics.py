@@ -80,5 +80,23 @@ def acceptance_at(position: object) -> str | None:
     return f"acceptance_at_{position}"
 
 
+# A latency percentile's per-request column (the query layer's request values).
+LATENCY_COLUMNS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2el": "e2el_ms"}
+
+
+def percentile_of(name: object) -> tuple[str, float] | None:
+    """'ttft_p99_ms' (a fixed percentile) or 'ttft_q0.95_ms' (a post's own, quantiles.py) ->
+    (request column, quantile); None for any other metric."""
+    parts = str(name).split("_")
+    if len(parts) != 3 or parts[0] not in LATENCY_COLUMNS or parts[2] != "ms" or len(parts[1]) < 2:
+        return None
+    tag, number = parts[1][0], parts[1][1:]
+    try:
+        q = int(number) / 100 if tag == "p" and number.isdigit() else float(number) if tag == "q" else None
+    except ValueError:
+        return None
+    return (LATENCY_COLUMNS[parts[0]], q) if q is not None and 0 < q < 1 else None
+
+
 def unknown_metric_message(name: object) -> str:
     return f"unknown metric {name!r}; known metrics: {', '.join(METRICS)}"

@@ -4,8 +4,9 @@
   inter-token gaps (ITL); pages otherwise show their fixed p50/p90/p99.
 - A run's value is the q-quantile of its requests' values, linearly interpolated as
   DuckDB's quantile_cont is (numpy's default), set on the view's runs under the name
-  `<metric>_q<q>_ms`; the cell's value is the mean over rounds and its interval the same
-  t interval over rounds as every figure (intervals.py).
+  `<metric>_q<q>_ms`; the cell's value is the mean over rounds and its interval that of
+  every percentile (intervals.py: the rounds' t interval, its upper bound raised to the
+  pooled requests' order statistic).
 This module computes from a View's per-request values; it neither queries nor renders.
 """
 
@@ -14,8 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from runner.publish.claims import Measured
-
-COLUMNS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2el": "e2el_ms"}
+from runner.publish.metrics import LATENCY_COLUMNS as COLUMNS
 
 
 def base_of(name: object) -> str | None:

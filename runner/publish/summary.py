@@ -73,7 +73,10 @@ def summary(reader: queries.Reader, experiment: str) -> dict:
         "schema": SCHEMA,
         "experiment": experiment,
         "quick": quick,
-        "interval": "95%, seeded paired bootstrap over rounds and requests (runner/publish/intervals.py)",
+        "interval": (
+            "95%, a t interval over rounds; a percentile's upper bound at least the pooled requests' "
+            "order statistic, none when too few requests (runner/publish/intervals.py)"
+        ),
         "chips": [{"chip_id": c.chip_id, "name": c.name, "device": c.device, "blas": c.blas} for c in chips],
         "cells": cells,
     }

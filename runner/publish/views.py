@@ -60,7 +60,7 @@ class View:
         self.reader = reader
         self._requests: dict | None = None
         self.runs = reader.run_values(experiment, quick, as_of, label)
-        self.intervals = Intervals(self.runs)
+        self.intervals = Intervals(self.runs, lambda: self.requests)
         self.cells = CellMap(self.intervals, self.runs)
         self.measured = {(c, a, k) for (c, a, k, _) in self.runs}
         self.chip_ids = tuple(sorted({c for (c, _, _, _) in self.runs}))
