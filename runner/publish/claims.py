@@ -19,6 +19,7 @@ This module neither queries nor renders; it works on Measured values it is given
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -55,9 +56,13 @@ class Measured:
         return f"{v:.{self.decimals}f}" + (f" {self.unit}" if self.unit else "")
 
     def interval_text(self) -> str:
+        """An infinite bound is an open one (a crossover whose bound curve never crosses
+        inside the measured cells): said as such, never as a number."""
         if self.lo is None or self.hi is None:
             return ""
-        return f"{self.format(self.lo)} to {self.format(self.hi)}"
+        lo = "below the measured range" if self.lo == -math.inf else self.format(self.lo)
+        hi = "beyond the measured range" if self.hi == math.inf else self.format(self.hi)
+        return f"{lo} to {hi}"
 
     def no_change(self) -> float | None:
         return {"change": 0.0, "ratio": 1.0}.get(self.kind)

@@ -6,7 +6,8 @@
 - `predicted("decode_tps", arm, concurrency)` is tok/s per sequence; with `base=` it is
   the gain over the base. Beyond the measured ceiling the description says "extrapolated".
 - `crossover(arm, base)`: the width where the gain crosses zero, predicted; with
-  `measured=True`, interpolated between the measured cells that bracket it.
+  `measured=True`, interpolated between the measured cells that bracket it, its interval
+  open ("beyond the measured range") on a side the cells' bounds never cross.
 - An arm whose runs lack per-pass rows gives "not measured by runtime X".
 """
 
@@ -97,6 +98,8 @@ def crossover(data: PostData, arm, base=None, measured=False, chip=None, as_of=N
         concs = sorted({k for (c, a, k) in view.measured if c == chip_id and a == arm})
         x = measured_crossover(view, chip_id, arm, base, concs)
         reason = "the measured cells do not bracket a crossover"
+        if concs:
+            what += f" (measured {min(concs)} to {max(concs)})"
         n = len(concs)
     else:
         models = models_for(data, cutoff)

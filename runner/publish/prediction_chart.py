@@ -5,8 +5,8 @@
   resampling runs), widths 1 to 16. The widths beyond the measured ceiling are shaded and
   labelled "extrapolated"; each arm's predicted crossover with the base is marked.
 - Under the chart, the held-out check (`predict.Models.held_out`): each arm's largest
-  error predicting a concurrency from the others, and a warning naming any fit whose
-  held-out error exceeds 20%, never silently.
+  error predicting a concurrency left out of the fit (its own runs there; then every
+  arm's), and a warning naming any fit whose held-out error exceeds 20%, never silently.
 - Arms whose runtime records no passes are left out with the one line other per-pass
   figures give ("not measured by runtime X").
 """
@@ -96,14 +96,20 @@ def _held_out_line(data: PostData, view, models, chip: str, arm: str) -> tuple[s
     tested = [h for h in held if h.testable]
     parts = [f"{h.error:+.0%} at {h.concurrency}" for h in tested]
     parts += [
-        f"untestable at {h.concurrency} (the other concurrencies hardly draft)"
-        for h in held
-        if not h.testable
+        f"untestable at {h.concurrency} (the rest of the fit has no drafts)" for h in held if not h.testable
     ]
     over = any(abs(h.error) > WARN_ABOVE for h in tested)
     worst = max((abs(h.error) for h in tested), default=None)
     head = f"{arm}: within {worst:.0%}" if worst is not None else f"{arm}: no held-out prediction"
-    return f"{head} ({', '.join(parts)}); pass times fitted to {models.fit(chip, arm).mape:.0%}", over
+    strict = [
+        h for h in models.held_out(chip, arm, measured, way="width") if h.error is not None and h.testable
+    ]
+    also = (
+        f"; every arm's runs there left out too, within {max(abs(h.error) for h in strict):.0%}"
+        if strict
+        else ""
+    )
+    return f"{head} ({', '.join(parts)}){also}; pass times fitted to {models.fit(chip, arm).mape:.0%}", over
 
 
 def prediction_chart(data: PostData, arms=None, base: str | None = None) -> Markup:
@@ -204,7 +210,8 @@ def prediction_chart(data: PostData, arms=None, base: str | None = None) -> Mark
             figure_div(charts.chart_id(data.key, "prediction", base, *arms, len(data.state.blocks)), fig)
         ),
         caption="decode per sequence by batch width: measured (markers, 95% interval) and predicted "
-        "by the pass-cost model fitted to every pass (dashed, 95% band from resampling runs); "
+        "by the pass-cost model fitted to every arm's decode passes on the chip (dashed, 95% band "
+        "from resampling runs); "
         f"widths beyond the measured ceiling ({reg.ceiling}) are extrapolated",
         sql_href=data.register_sql("chart", sql.inline_sql(sql_passes.PASS_ROWS_SQL, data.params)),
     )
@@ -220,8 +227,8 @@ def prediction_chart(data: PostData, arms=None, base: str | None = None) -> Mark
     out += html
     out += str(
         Markup(
-            '<details class="bothrows-held-out"><summary>Held-out errors: each concurrency predicted '
-            "from a fit to the others</summary><p>Decode per sequence: {}.</p></details>"
+            '<details class="bothrows-held-out"><summary>Held-out errors: each arm\'s concurrency '
+            "predicted from a fit without its runs there</summary><p>Decode per sequence: {}.</p></details>"
         ).format("; ".join(held))
     )
     return data.token(out, "")
