@@ -183,6 +183,10 @@ def test_a_bound_that_never_crosses_is_open_and_said_so():
     assert x.hi == math.inf
     m = Measured(x.value, x.lo, x.hi, 4, "value", "a crossover")
     assert m.interval_text() == "1.6 to beyond the measured range"
+    assert (
+        Measured(x.value, x.lo, x.hi, 4, "value", "a crossover", span=(1.0, 4.0)).interval_text()
+        == "1.6 to > 4.0"
+    )
     assert judge(1, "6.0", m, None).ok  # a width beyond the cells is inside an open interval
     assert not judge(1, "1.2", m, None).ok
     below = bounded_crossing([1, 2, 4], [0.1, -0.1, -0.3], [-0.1, -0.3, -0.5], [0.3, 0.2, -0.1])
@@ -193,3 +197,13 @@ def test_a_bound_that_never_crosses_is_open_and_said_so():
         .startswith("below the measured range to ")
     )
     assert bounded_crossing([1, 2], [0.2, 0.1], [0.1, 0.0], [0.3, 0.2]) == (None, None, None)
+
+
+def test_a_predicted_crossover_most_resamples_reach_but_some_never_is_open_above():
+    draws = np.concatenate([np.linspace(1.8, 2.2, 90), np.full(10, np.nan)])  # 10% never cross
+    assert interval_of(2.0, draws) == (None, None)  # as a plain figure: too few finite draws
+    lo, hi = interval_of(2.0, draws, open_above=True)
+    assert lo == pytest.approx(1.8 + 0.4 * 2 / 89, abs=0.01) and hi == math.inf
+    assert interval_of(2.0, np.full(100, np.nan), open_above=True) == (None, None)  # none cross
+    lo, hi = interval_of(2.0, np.linspace(1.8, 2.2, 100), open_above=True)
+    assert hi == pytest.approx(2.2 - 0.4 * 2 / 99, abs=0.01)

@@ -128,6 +128,9 @@ def test_a_crossover_outside_its_interval_fails_the_strict_build_naming_the_inte
     assert "widths beyond the measured ceiling (4) are extrapolated" in html
     held = re.search(r'<details class="bothrows-held-out">.*?<p>(.*?)</p>', html, re.S).group(1)
     assert re.search(r"on: within \d+% \([+-]\d+% at 1, [+-]\d+% at 2, [+-]\d+% at 4\)", held), held
+    assert re.search(
+        r"on: within \d+% \([^)]*\); every arm&#39;s runs there left out too, within \d+%", held
+    ), held
     names = set(re.findall(r'"name":"([^"]*)"', html))
     assert {"on predicted", "on measured", "off predicted"} <= names
     assert not any(n.startswith("served") for n in names)

@@ -42,6 +42,7 @@ class Measured:
     decimals: int = 1
     unit: str = ""
     margin: float = 0.0  # how far past no change a direction's interval must lie (the A/A's)
+    span: tuple[float, float] | None = None  # the range an open (infinite) bound lies beyond
 
     def text(self) -> str:
         if self.value is None:
@@ -60,8 +61,11 @@ class Measured:
         inside the measured cells): said as such, never as a number."""
         if self.lo is None or self.hi is None:
             return ""
-        lo = "below the measured range" if self.lo == -math.inf else self.format(self.lo)
-        hi = "beyond the measured range" if self.hi == math.inf else self.format(self.hi)
+        lo, hi = self.format(self.lo), self.format(self.hi)
+        if self.lo == -math.inf:
+            lo = f"< {self.format(self.span[0])}" if self.span else "below the measured range"
+        if self.hi == math.inf:
+            hi = f"> {self.format(self.span[1])}" if self.span else "beyond the measured range"
         return f"{lo} to {hi}"
 
     def no_change(self) -> float | None:

@@ -236,11 +236,26 @@ def crossing(gain: np.ndarray, xs) -> np.ndarray:
     return out
 
 
-def interval_of(point: float, draws: np.ndarray) -> tuple[float | None, float | None]:
+def interval_of(
+    point: float, draws: np.ndarray, open_above: bool = False
+) -> tuple[float | None, float | None]:
     """The 95% interval of finite draws, widened to the point; None when fewer than
-    LEVEL of the draws are finite (a crossover most resamples never reach)."""
+    LEVEL of the draws are finite. open_above (a crossover): a draw that is not finite
+    never crossed inside the widths, so it counts as beyond them (+inf), and the upper
+    bound is +inf when more than the upper tail of the draws never crossed."""
+    if not math.isfinite(point) or not len(draws):
+        return None, None
+    if open_above:
+        ranked = np.sort(np.where(np.isfinite(draws), draws, np.inf))
+        tail = (1 - LEVEL) / 2 * (len(ranked) - 1)
+        lo, hi = ranked[int(math.floor(tail))], ranked[int(math.ceil(len(ranked) - 1 - tail))]
+        if not math.isfinite(lo):
+            return None, None
+        return min(float(f"{lo:.12g}"), point), max(
+            float(f"{hi:.12g}") if math.isfinite(hi) else math.inf, point
+        )
     finite = draws[np.isfinite(draws)]
-    if not math.isfinite(point) or len(finite) < LEVEL * len(draws) or not len(draws):
+    if len(finite) < LEVEL * len(draws):
         return None, None
     tail = (1 - LEVEL) / 2 * 100
     lo, hi = np.percentile(finite, [tail, 100 - tail])

@@ -117,7 +117,7 @@ def predicted_crossover(models: Models, chip: str, arm: str, base: str) -> Cross
     point = float(xs[0])
     if not np.isfinite(point):
         return Crossover(None, None, None)
-    return Crossover(point, *interval_of(point, xs[1:]))
+    return Crossover(point, *interval_of(point, xs[1:], open_above=True))
 
 
 def measured_crossover(view, chip: str, arm: str, base: str, concurrencies) -> Crossover:

@@ -86,7 +86,10 @@ def _traces(data: PostData, view, models, chip: str, arm: str, i: int, xref: str
     return out
 
 
-def _held_out_line(data: PostData, view, models, chip: str, arm: str) -> tuple[str, bool]:
+def _held_out_line(data: PostData, view, models, chip: str, arm: str) -> tuple[str, str | None]:
+    """The arm's held-out errors, and what a warning adds to its name when one exceeds
+    WARN_ABOVE ("" with its own runs left out, a note when only every arm's left out
+    does), None when none does."""
     measured = {
         c: view.cells[(chip, arm, c, "decode_tps")].mean
         for c in data.regimes.concurrencies
@@ -98,18 +101,19 @@ def _held_out_line(data: PostData, view, models, chip: str, arm: str) -> tuple[s
     parts += [
         f"untestable at {h.concurrency} (the rest of the fit has no drafts)" for h in held if not h.testable
     ]
-    over = any(abs(h.error) > WARN_ABOVE for h in tested)
     worst = max((abs(h.error) for h in tested), default=None)
     head = f"{arm}: within {worst:.0%}" if worst is not None else f"{arm}: no held-out prediction"
     strict = [
         h for h in models.held_out(chip, arm, measured, way="width") if h.error is not None and h.testable
     ]
-    also = (
-        f"; every arm's runs there left out too, within {max(abs(h.error) for h in strict):.0%}"
-        if strict
-        else ""
-    )
-    return f"{head} ({', '.join(parts)}){also}; pass times fitted to {models.fit(chip, arm).mape:.0%}", over
+    strictest = max((abs(h.error) for h in strict), default=None)
+    also = "" if strictest is None else f"; every arm's runs there left out too, within {strictest:.0%}"
+    line = f"{head} ({', '.join(parts)}){also}; pass times fitted to {models.fit(chip, arm).mape:.0%}"
+    if worst is not None and worst > WARN_ABOVE:
+        return line, ""
+    if strictest is not None and strictest > WARN_ABOVE:
+        return line, " (every arm's runs at a concurrency left out)"
+    return line, None
 
 
 def prediction_chart(data: PostData, arms=None, base: str | None = None) -> Markup:
@@ -171,8 +175,8 @@ def prediction_chart(data: PostData, arms=None, base: str | None = None) -> Mark
             fig["data"] += _traces(data, view, models, chip, arm, i, xref, yref)
             line, over = _held_out_line(data, view, models, chip, arm)
             held.append(f"{data.chip_names[chip]}, {line}")
-            if over:
-                warn.append(f"{data.chip_names[chip]}, {arm}")
+            if over is not None:
+                warn.append(f"{data.chip_names[chip]}, {arm}{over}")
         for arm in [a for a in fits if a != base and base in fits]:
             x = predicted_crossover(models, chip, arm, base)
             if x.value is None:
