@@ -158,7 +158,7 @@ def audit_lines(reader, experiment: str) -> tuple[list[str], bool]:
     quick = reader.quick_choice(experiment)
     if quick is None:
         return [f"runner audit --predict: experiment {experiment!r} has no complete runs"], True
-    chips = {c.chip_id: c.name for c in reader.chips(experiment, quick)}
+    chips = {c.chip_id: f"{c.name} ({c.chip_id[:8]})" for c in reader.chips(experiment, quick)}
     view = View(reader, experiment, quick, None)
     models = Models(reader, experiment, quick)
     lines = [
