@@ -1,99 +1,164 @@
 """The pass-cost model on synthetic passes: known coefficients plus noise are recovered
-within their intervals, and two synthetic arms cross where the algebra says they do."""
+within their intervals from arms pooled on one chip, two synthetic arms cross where the
+algebra says they do, a `solo` arm's width 1 left out is predicted from the other arms'
+drafting passes, and a measured crossover's bound that never crosses stays open."""
+
+import math
 
 import numpy as np
 import pytest
 
-from runner.publish.passcost import TERMS, Fit, Policy, crossing, interval_of
+from runner.publish.claims import Measured, judge
+from runner.publish.passcost import TERMS, Fit, Policy, crossing, design, interval_of
+from runner.publish.passcost_arm import ArmFit
+from runner.publish.predict import bounded_crossing
 from runner.publish.queries_passes import DecodeLoad, RunPasses
 
-TRUE_NS = {"pass": 6e6, "row": 0.5e6, "query_token": 0.5e6, "drafted_row": 1.0e6, "drafting_pass": 2.2e6}
+TRUE_NS = {
+    "pass": 6e6,
+    "row": 0.5e6,
+    "drafted_row": 1.0e6,
+    "prefill_token": 0.05e6,
+    "mtp_row": 0.2e6,
+    "indexed_pass": 2.0e6,
+    "indexed_row": 0.4e6,
+}
+ACCEPT = 0.75
+POLICIES = {
+    "off": Policy(False, "never"),
+    "mtp-solo": Policy(True, "solo"),
+    "always": Policy(True, "always"),
+    "on": Policy(True, "solo", indexed=True),
+    "always-indexed": Policy(True, "always", indexed=True),
+}
 
 
-def synthetic_runs(arm: str, drafts: bool, noise: float, seed: int, rounds: int = 3) -> list[RunPasses]:
-    """Passes of a closed loop at concurrency 1 to 4: every fifth pass carries a prefill
-    chunk and no drafts; the others draft on every row when `drafts`, accepting 3 in 4."""
-    rng = np.random.default_rng(seed)
-    runs = []
+def synthetic_runs(arm: str, noise: float, seed: int, rounds: int = 3, between: float = 0.1) -> list:
+    """Passes of a closed loop: every fifth pass carries a prefill chunk and no drafts; the
+    others draft where the arm's policy allows (on every row, some `always` passes on one
+    row fewer), accepting 3 in 4. Durations: the design times TRUE_NS, times noise."""
+    policy, rng, runs = POLICIES[arm], np.random.default_rng(seed), []
+    true = np.array([TRUE_NS[t] for t in TERMS])
     for c in (1, 2, 3, 4):
         for r in range(rounds):
             n = 400
             width = np.full(n, float(c))
-            width[rng.random(n) < 0.1] = np.maximum(c - 1, 1)  # a client between requests
+            width[rng.random(n) < between] = max(c - 1, 1)  # a client between requests
             plain = np.arange(n) % 5 == 0
             prefill = np.where(plain & (rng.random(n) < 0.5), rng.integers(16, 65, n), 0).astype(float)
-            drafted = np.where(plain | (not drafts), 0.0, width)
-            if drafts:  # some drafting passes carry fewer drafted rows than rows
-                drafted = np.where(drafted > 1, drafted - (rng.random(n) < 0.3), drafted)
-            decode = width + drafted
-            accepted = drafted * 0.75
-            x = np.column_stack([np.ones(n), width, prefill + decode, drafted, (drafted > 0).astype(float)])
-            duration = x @ np.array([TRUE_NS[t] for t in TERMS])
-            duration *= 1 + noise * rng.standard_normal(n)
-            emitted = width + accepted
+            allowed = np.array([policy.allows(int(w)) for w in width])
+            drafted = np.where(plain | ~allowed, 0.0, width)
+            drafted = np.where(drafted > 1, drafted - (rng.random(n) < 0.3), drafted)
+            accepted = drafted * ACCEPT
+            duration = design(policy, width, prefill, drafted) @ true * (1 + noise * rng.standard_normal(n))
             runs.append(
-                RunPasses("chip", arm, c, r, width, prefill, decode, drafted, accepted, emitted, duration)
+                RunPasses(
+                    "chip",
+                    arm,
+                    c,
+                    r,
+                    width,
+                    prefill,
+                    width + drafted,
+                    drafted,
+                    accepted,
+                    width + accepted,
+                    duration,
+                )
             )
     return runs
 
 
 def no_prefill_loads(runs) -> dict:
     return {
-        (r.concurrency, r.round): DecodeLoad("chip", r.arm, r.concurrency, r.round, 100, 0.0) for r in runs
+        (r.arm, r.concurrency, r.round): DecodeLoad("chip", r.arm, r.concurrency, r.round, 100, 0.0)
+        for r in runs
     }
 
 
-def test_the_fit_recovers_known_coefficients_within_their_intervals():
-    """95% intervals miss about one time in twenty: over 8 noisy data sets, at most 3 of
-    the 40 (term, data set) intervals may miss, and none by much."""
+def pooled(runs, key=("synthetic", "chip"), draws=None) -> Fit:
+    kw = {} if draws is None else {"draws": draws}
+    return Fit(key, runs, {a: POLICIES[a] for a in {r.arm for r in runs}}, no_prefill_loads(runs), **kw)
+
+
+def true_decode(arm: str, width: int, share: float) -> float:
+    p, t = POLICIES[arm], TRUE_NS
+    mtp = width if p.mtp else 0
+    ns = t["pass"] + t["row"] * width + t["drafted_row"] * width * share + t["mtp_row"] * mtp
+    ns += (t["indexed_pass"] + t["indexed_row"] * width) * p.indexed
+    return (1 + share * ACCEPT) * 1e9 / ns
+
+
+def test_the_pooled_fit_recovers_known_coefficients_within_their_intervals():
+    """95% intervals miss about one time in twenty: over 6 noisy data sets, at most 4 of
+    the 42 (term, data set) intervals may miss, and none by much."""
     missed = []
-    for seed in range(8):
-        runs = synthetic_runs("always", drafts=True, noise=0.05, seed=seed)
-        fit = Fit(("synthetic", "chip", seed), runs, Policy(True, "always"), no_prefill_loads(runs))
+    for seed in range(6):
+        runs = [r for i, a in enumerate(POLICIES) for r in synthetic_runs(a, 0.05, seed * 10 + i)]
+        fit = pooled(runs, ("synthetic", "chip", seed), draws=400)
         assert fit.terms == TERMS
         for term, true in TRUE_NS.items():
             value, lo, hi = fit.coefficient(term)
-            assert value == pytest.approx(true, rel=0.1), term
-            assert hi - lo < 0.5 * true, (term, lo, hi)  # an interval narrow enough to miss
+            assert value == pytest.approx(true, rel=0.15), term
+            assert hi - lo < 0.6 * true, (term, lo, hi)  # an interval narrow enough to miss
             if not lo <= true <= hi:
                 missed.append((seed, term))
         assert 0.02 < fit.mape < 0.06  # 5% gaussian noise: median absolute error about 3.4%
-    assert len(missed) <= 3, missed
+    assert len(missed) <= 4, missed
+
+
+def test_prefill_only_passes_do_not_steer_the_fit():
+    """Passes without decode rows, far dearer than the terms say, are left out of the fit."""
+    runs = synthetic_runs("off", 0.0, 1) + synthetic_runs("always", 0.0, 2)
+    for r in runs:
+        only = np.arange(len(r.width)) % 7 == 3
+        r.prefill_tokens[only], r.decode_tokens[only], r.drafted[only] = 200.0, 0.0, 0.0
+        r.accepted[only], r.duration_ns[only] = 0.0, 5e8
+    fit = pooled(runs, draws=0)
+    assert fit.coefficient("row")[0] == pytest.approx(TRUE_NS["row"], rel=1e-6)
+    assert fit.coefficient("prefill_token")[0] == pytest.approx(TRUE_NS["prefill_token"], rel=1e-6)
 
 
 def test_terms_that_do_not_vary_are_dropped_not_guessed():
-    runs = synthetic_runs("off", drafts=False, noise=0.0, seed=1)
-    fit = Fit(("synthetic", "chip"), runs, Policy(False, "never"), no_prefill_loads(runs))
-    assert fit.terms == ("pass", "row", "query_token")
+    fit = pooled(synthetic_runs("off", 0.0, 1))
+    assert fit.terms == ("pass", "row", "prefill_token")
     assert fit.coefficient("drafted_row") == (0.0, 0.0, 0.0)
     assert fit.coefficient("row")[0] == pytest.approx(TRUE_NS["row"], rel=1e-6)
 
 
+def test_a_solo_arms_width_1_left_out_is_predicted_from_the_other_arms_drafting_passes():
+    """Without its width-1 runs `mtp-solo` never drafted: fitted alone it knows nothing of
+    what a draft costs or how often one is accepted (the old per-arm fit's "untestable").
+    Pooled with `off` and `always`, whose passes draft, it is predicted at width 1."""
+    runs = [r for i, a in enumerate(("off", "always")) for r in synthetic_runs(a, 0.02, 7 + i)]
+    runs += synthetic_runs("mtp-solo", 0.02, 9, between=0.0)  # as measured: no width-1 tails
+    held = [r for r in runs if not (r.arm == "mtp-solo" and r.concurrency == 1)]
+    alone = ArmFit(pooled([r for r in held if r.arm == "mtp-solo"], draws=0), "mtp-solo")
+    assert not alone.knows_drafts()
+    solo = ArmFit(pooled(held, draws=0), "mtp-solo")
+    assert solo.knows_drafts() and solo.acceptance_from == ("always",)
+    assert solo.drafted_share() == 0.0  # its own runs left never drafted
+    assert solo.decode_tps()[0, 1] == pytest.approx(true_decode("mtp-solo", 1, 1.0), rel=0.03)
+    assert solo.decode_tps()[0, 2] == pytest.approx(true_decode("mtp-solo", 2, 0.0), rel=0.03)
+
+
 def test_two_synthetic_arms_cross_at_the_known_width():
-    """base: 1 token a row per pass of a + (b + q) w; arm: drafts on 4 passes in 5,
-    1 + 0.8 x 0.75 tokens a row, pass a + (b + 1.8 q + 0.8 d) w + 0.8 e. Level where
-    1.6 (a + (b + q) w) = a + 0.8 e + (b + 1.8 q + 0.8 d) w: w = (0.6 a - 0.8 e) / 0.6."""
-    arm = synthetic_runs("always", drafts=True, noise=0.0, seed=3)
-    for r in arm:  # every drafting pass drafts on every row, so the share is exactly 0.8
-        fix = r.drafted > 0
-        r.drafted[fix] = r.width[fix]
-        r.decode_tokens[:] = r.width + r.drafted
-        r.accepted[:] = 0.75 * r.drafted
-        x = np.column_stack(
-            [np.ones(len(r.width)), r.width, r.prefill_tokens + r.decode_tokens, r.drafted, r.drafted > 0]
-        )
-        noise = 1 + 0.02 * np.random.default_rng(r.concurrency * 10 + r.round).standard_normal(len(r.width))
-        r.duration_ns[:] = x @ np.array([TRUE_NS[t] for t in TERMS]) * noise
-    base = synthetic_runs("off", drafts=False, noise=0.02, seed=4)
-    a = Fit(("s", "chip"), arm, Policy(True, "always"), no_prefill_loads(arm))
-    b = Fit(("s", "chip"), base, Policy(False, "never"), no_prefill_loads(base))
+    """base `off`: 1 token a row per pass of a + b w. `always` drafts on its decode rows (a
+    share s of them), commits 1 + 0.75 s tokens a row, and pays a + (b + s d + m) w. Level
+    where (1 + 0.75 s)(a + b w) = a + (b + s d + m) w."""
+    base = synthetic_runs("off", 0.02, 4)
+    arm = synthetic_runs("always", 0.02, 3)
+    fit = pooled(base + arm)
+    a, b = ArmFit(fit, "always"), ArmFit(fit, "off")
     gain = a.decode_tps() / b.decode_tps() - 1
+    s = float(a.draft_share()[0, 4])  # the measured share, the same at every width from 2 on
     t = {k: v / 1e6 for k, v in TRUE_NS.items()}
-    known = (0.6 * t["pass"] - 0.8 * t["drafting_pass"]) / 0.6  # 3.07 rows
+    g = 1 + ACCEPT * s
+    known = (g - 1) * t["pass"] / (t["row"] + s * t["drafted_row"] + t["mtp_row"] - g * t["row"])
     found = crossing(gain[:1, 1:], tuple(range(1, 17)))[0]
-    assert found == pytest.approx(known, abs=0.1)
-    draws = crossing(gain[1:, 1:], tuple(range(1, 17)))
-    lo, hi = interval_of(found, draws)
+    assert 2 < known < 16
+    assert found == pytest.approx(known, abs=0.15)
+    lo, hi = interval_of(found, crossing(gain[1:, 1:], tuple(range(1, 17))))
     assert lo <= known <= hi
 
 
@@ -106,24 +171,39 @@ def test_crossing_interpolates_and_says_none_when_there_is_none():
     assert interval_of(3.0, np.full(100, np.nan)) == (None, None)  # most draws never cross
 
 
-def test_a_term_that_follows_another_is_dropped_and_the_prediction_still_holds():
-    """Drafting on every decode row of every pass but the prefill ones: drafted rows follow
-    rows, so fitting both would trade one against the other; one is dropped and the
-    predicted speed at a measured width still matches the passes' own."""
-    runs = synthetic_runs("always", drafts=True, noise=0.0, seed=2)
-    for r in runs:
-        decoding = r.prefill_tokens == 0
-        r.drafted[:] = np.where(decoding, r.width, 0.0)
-        r.decode_tokens[:] = r.width + r.drafted
-        r.accepted[:] = 0.75 * r.drafted
-        x = np.column_stack(
-            [np.ones(len(r.width)), r.width, r.prefill_tokens + r.decode_tokens, r.drafted, r.drafted > 0]
-        )
-        r.duration_ns[:] = x @ np.array([TRUE_NS[t] for t in TERMS])
-    fit = Fit(("s", "chip"), runs, Policy(True, "always"), no_prefill_loads(runs))
-    assert "drafted_row" not in fit.terms or "drafting_pass" not in fit.terms
-    t = TRUE_NS
-    share = fit.draft_share()[0, 3]
-    pass_ns = t["pass"] + 3 * t["row"] + 3 * (1 + share) * t["query_token"] + 3 * share * t["drafted_row"]
-    pass_ns += share * t["drafting_pass"]
-    assert fit.decode_tps()[0, 3] == pytest.approx((1 + 0.75 * share) * 1e9 / pass_ns, rel=0.03)
+def test_a_bound_that_never_crosses_is_open_and_said_so():
+    """The gain's lower bound crosses level between 1 and 2; its upper bound is still
+    above level at the last measured cell: the crossover is 'beyond the measured range'
+    on that side, not absent (the flagship's measured crossover read '[none]')."""
+    x = bounded_crossing(
+        [1, 2, 3, 4], [0.4, -0.05, -0.2, -0.3], [0.3, -0.2, -0.35, -0.45], [0.5, 0.1, 0.05, 0.02]
+    )
+    assert x.value == pytest.approx(1 + 0.4 / 0.45)
+    assert x.lo == pytest.approx(1 + 0.3 / 0.5)
+    assert x.hi == math.inf
+    m = Measured(x.value, x.lo, x.hi, 4, "value", "a crossover")
+    assert m.interval_text() == "1.6 to beyond the measured range"
+    assert (
+        Measured(x.value, x.lo, x.hi, 4, "value", "a crossover", span=(1.0, 4.0)).interval_text()
+        == "1.6 to > 4.0"
+    )
+    assert judge(1, "6.0", m, None).ok  # a width beyond the cells is inside an open interval
+    assert not judge(1, "1.2", m, None).ok
+    below = bounded_crossing([1, 2, 4], [0.1, -0.1, -0.3], [-0.1, -0.3, -0.5], [0.3, 0.2, -0.1])
+    assert below.lo == -math.inf and below.hi == pytest.approx(2 + 2 * 0.2 / 0.3)
+    assert (
+        Measured(below.value, below.lo, below.hi, 3, "value", "x")
+        .interval_text()
+        .startswith("below the measured range to ")
+    )
+    assert bounded_crossing([1, 2], [0.2, 0.1], [0.1, 0.0], [0.3, 0.2]) == (None, None, None)
+
+
+def test_a_predicted_crossover_most_resamples_reach_but_some_never_is_open_above():
+    draws = np.concatenate([np.linspace(1.8, 2.2, 90), np.full(10, np.nan)])  # 10% never cross
+    assert interval_of(2.0, draws) == (None, None)  # as a plain figure: too few finite draws
+    lo, hi = interval_of(2.0, draws, open_above=True)
+    assert lo == pytest.approx(1.8 + 0.4 * 2 / 89, abs=0.01) and hi == math.inf
+    assert interval_of(2.0, np.full(100, np.nan), open_above=True) == (None, None)  # none cross
+    lo, hi = interval_of(2.0, np.linspace(1.8, 2.2, 100), open_above=True)
+    assert hi == pytest.approx(2.2 - 0.4 * 2 / 99, abs=0.01)

@@ -19,6 +19,7 @@ This module neither queries nor renders; it works on Measured values it is given
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -41,6 +42,7 @@ class Measured:
     decimals: int = 1
     unit: str = ""
     margin: float = 0.0  # how far past no change a direction's interval must lie (the A/A's)
+    span: tuple[float, float] | None = None  # the range an open (infinite) bound lies beyond
 
     def text(self) -> str:
         if self.value is None:
@@ -55,9 +57,16 @@ class Measured:
         return f"{v:.{self.decimals}f}" + (f" {self.unit}" if self.unit else "")
 
     def interval_text(self) -> str:
+        """An infinite bound is an open one (a crossover whose bound curve never crosses
+        inside the measured cells): said as such, never as a number."""
         if self.lo is None or self.hi is None:
             return ""
-        return f"{self.format(self.lo)} to {self.format(self.hi)}"
+        lo, hi = self.format(self.lo), self.format(self.hi)
+        if self.lo == -math.inf:
+            lo = f"< {self.format(self.span[0])}" if self.span else "below the measured range"
+        if self.hi == math.inf:
+            hi = f"> {self.format(self.span[1])}" if self.span else "beyond the measured range"
+        return f"{lo} to {hi}"
 
     def no_change(self) -> float | None:
         return {"change": 0.0, "ratio": 1.0}.get(self.kind)

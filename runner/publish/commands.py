@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 from datetime import timezone
@@ -136,7 +137,7 @@ def rounds_plan(v) -> str:
     """For a claim that fails or holds narrowly: the rounds that would halve its interval's
     width, from the measured spread ("" for the others and for a figure without interval)."""
     m = v.measured
-    if m.lo is None or m.hi is None or m.hi <= m.lo:
+    if m.lo is None or m.hi is None or m.hi <= m.lo or math.isinf(m.hi - m.lo):  # an open bound: no width
         return ""
     point = m.no_change()
     narrow = point is not None and min(abs(m.lo - point), abs(m.hi - point)) < NARROW * (m.hi - m.lo)

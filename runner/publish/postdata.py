@@ -214,12 +214,12 @@ class PostData:
             return False
         return True
 
-    def measured(self, value, lo, hi, n, kind, what, metric, cells) -> Measured:
+    def measured(self, value, lo, hi, n, kind, what, metric, cells, span=None) -> Measured:
+        """span: the range beyond which an infinite (open) bound lies, e.g. the measured widths."""
         spec = METRICS.get(metric)
         margin = self.aa_margin(metric, {c[0] for c in cells}) if kind in ("change", "ratio") else 0.0
-        m = Measured(
-            value, lo, hi, n, kind, what, spec.decimals if spec else 1, spec.unit if spec else "", margin
-        )
+        decimals, unit = (spec.decimals, spec.unit) if spec else (1, "")
+        m = Measured(value, lo, hi, n, kind, what, decimals, unit, margin, span)
         self.state.cells_of[id(m)] = {(self.experiment, *c) for c in cells}
         return m
 

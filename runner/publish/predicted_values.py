@@ -6,7 +6,9 @@
 - `predicted("decode_tps", arm, concurrency)` is tok/s per sequence; with `base=` it is
   the gain over the base. Beyond the measured ceiling the description says "extrapolated".
 - `crossover(arm, base)`: the width where the gain crosses zero, predicted; with
-  `measured=True`, interpolated between the measured cells that bracket it.
+  `measured=True`, interpolated between the measured cells that bracket it. A side of
+  the interval is open ("> 4": beyond the measured widths, or "> 16" predicted) where
+  the cells' bounds, or more than the tail of the resamples, never cross.
 - An arm whose runs lack per-pass rows gives "not measured by runtime X".
 """
 
@@ -97,11 +99,13 @@ def crossover(data: PostData, arm, base=None, measured=False, chip=None, as_of=N
         concs = sorted({k for (c, a, k) in view.measured if c == chip_id and a == arm})
         x = measured_crossover(view, chip_id, arm, base, concs)
         reason = "the measured cells do not bracket a crossover"
+        span = (float(min(concs)), float(max(concs))) if concs else None
         n = len(concs)
     else:
         models = models_for(data, cutoff)
         x = predicted_crossover(models, chip_id, arm, base)
         reason = f"the predicted gain does not cross level up to width {MAX_WIDTH}"
+        span = (1.0, float(MAX_WIDTH))
         fits = [models.fit(chip_id, a) for a in (arm, base)]
         n = min((f.n_runs for f in fits if f is not None), default=0)
     if x.value is None:
@@ -110,4 +114,4 @@ def crossover(data: PostData, arm, base=None, measured=False, chip=None, as_of=N
         return _none(data, "value", what, reason)
     if x.value > data.regimes.ceiling:
         what += f", extrapolated beyond the measured ceiling {data.regimes.ceiling}"
-    return data.measured(x.value, x.lo, x.hi, n, "value", what, "", set())
+    return data.measured(x.value, x.lo, x.hi, n, "value", what, "", set(), span)

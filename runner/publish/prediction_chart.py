@@ -5,8 +5,8 @@
   resampling runs), widths 1 to 16. The widths beyond the measured ceiling are shaded and
   labelled "extrapolated"; each arm's predicted crossover with the base is marked.
 - Under the chart, the held-out check (`predict.Models.held_out`): each arm's largest
-  error predicting a concurrency from the others, and a warning naming any fit whose
-  held-out error exceeds 20%, never silently.
+  error predicting a concurrency left out of the fit (its own runs there; then every
+  arm's), and a warning naming any fit whose held-out error exceeds 20%, never silently.
 - Arms whose runtime records no passes are left out with the one line other per-pass
   figures give ("not measured by runtime X").
 """
@@ -86,7 +86,10 @@ def _traces(data: PostData, view, models, chip: str, arm: str, i: int, xref: str
     return out
 
 
-def _held_out_line(data: PostData, view, models, chip: str, arm: str) -> tuple[str, bool]:
+def _held_out_line(data: PostData, view, models, chip: str, arm: str) -> tuple[str, str | None]:
+    """The arm's held-out errors, and what a warning adds to its name when one exceeds
+    WARN_ABOVE ("" with its own runs left out, a note when only every arm's left out
+    does), None when none does."""
     measured = {
         c: view.cells[(chip, arm, c, "decode_tps")].mean
         for c in data.regimes.concurrencies
@@ -96,14 +99,21 @@ def _held_out_line(data: PostData, view, models, chip: str, arm: str) -> tuple[s
     tested = [h for h in held if h.testable]
     parts = [f"{h.error:+.0%} at {h.concurrency}" for h in tested]
     parts += [
-        f"untestable at {h.concurrency} (the other concurrencies hardly draft)"
-        for h in held
-        if not h.testable
+        f"untestable at {h.concurrency} (the rest of the fit has no drafts)" for h in held if not h.testable
     ]
-    over = any(abs(h.error) > WARN_ABOVE for h in tested)
     worst = max((abs(h.error) for h in tested), default=None)
     head = f"{arm}: within {worst:.0%}" if worst is not None else f"{arm}: no held-out prediction"
-    return f"{head} ({', '.join(parts)}); pass times fitted to {models.fit(chip, arm).mape:.0%}", over
+    strict = [
+        h for h in models.held_out(chip, arm, measured, way="width") if h.error is not None and h.testable
+    ]
+    strictest = max((abs(h.error) for h in strict), default=None)
+    also = "" if strictest is None else f"; every arm's runs there left out too, within {strictest:.0%}"
+    line = f"{head} ({', '.join(parts)}){also}; pass times fitted to {models.fit(chip, arm).mape:.0%}"
+    if worst is not None and worst > WARN_ABOVE:
+        return line, ""
+    if strictest is not None and strictest > WARN_ABOVE:
+        return line, " (every arm's runs at a concurrency left out)"
+    return line, None
 
 
 def prediction_chart(data: PostData, arms=None, base: str | None = None) -> Markup:
@@ -165,8 +175,8 @@ def prediction_chart(data: PostData, arms=None, base: str | None = None) -> Mark
             fig["data"] += _traces(data, view, models, chip, arm, i, xref, yref)
             line, over = _held_out_line(data, view, models, chip, arm)
             held.append(f"{data.chip_names[chip]}, {line}")
-            if over:
-                warn.append(f"{data.chip_names[chip]}, {arm}")
+            if over is not None:
+                warn.append(f"{data.chip_names[chip]}, {arm}{over}")
         for arm in [a for a in fits if a != base and base in fits]:
             x = predicted_crossover(models, chip, arm, base)
             if x.value is None:
@@ -204,7 +214,8 @@ def prediction_chart(data: PostData, arms=None, base: str | None = None) -> Mark
             figure_div(charts.chart_id(data.key, "prediction", base, *arms, len(data.state.blocks)), fig)
         ),
         caption="decode per sequence by batch width: measured (markers, 95% interval) and predicted "
-        "by the pass-cost model fitted to every pass (dashed, 95% band from resampling runs); "
+        "by the pass-cost model fitted to every arm's decode passes on the chip (dashed, 95% band "
+        "from resampling runs); "
         f"widths beyond the measured ceiling ({reg.ceiling}) are extrapolated",
         sql_href=data.register_sql("chart", sql.inline_sql(sql_passes.PASS_ROWS_SQL, data.params)),
     )
@@ -220,8 +231,8 @@ def prediction_chart(data: PostData, arms=None, base: str | None = None) -> Mark
     out += html
     out += str(
         Markup(
-            '<details class="bothrows-held-out"><summary>Held-out errors: each concurrency predicted '
-            "from a fit to the others</summary><p>Decode per sequence: {}.</p></details>"
+            '<details class="bothrows-held-out"><summary>Held-out errors: each arm\'s concurrency '
+            "predicted from a fit without its runs there</summary><p>Decode per sequence: {}.</p></details>"
         ).format("; ".join(held))
     )
     return data.token(out, "")

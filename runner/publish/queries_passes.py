@@ -46,11 +46,15 @@ class DecodeLoad(NamedTuple):
 
 
 class ArmPolicy(NamedTuple):
-    """An arm's declared draft decisions: whether it runs the MTP head, and its policy."""
+    """An arm's declared draft decisions (whether it runs the MTP head, its policy) and the
+    features that change a pass's cost: the MTP's sync ("eager": it runs every pass) and
+    the indexer's top-k (0: dense attention, no indexer)."""
 
     arm: str
     mtp: bool
     draft_policy: str
+    mtp_sync: str = "eager"
+    index_topk: int = 0
 
 
 class PassQueries:
@@ -84,4 +88,7 @@ class PassQueries:
 
     def arm_policies(self, experiment: str, quick: bool) -> dict[str, ArmPolicy]:
         p = {"experiment": experiment, "quick": quick, "as_of": None}
-        return {a: ArmPolicy(a, bool(m), str(pol)) for a, m, pol in self._rows(ARM_POLICIES_SQL, p)}
+        return {
+            a: ArmPolicy(a, bool(m), str(pol), str(sync), int(topk))
+            for a, m, pol, sync, topk in self._rows(ARM_POLICIES_SQL, p)
+        }

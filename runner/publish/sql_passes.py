@@ -20,14 +20,18 @@ FROM passes p JOIN chosen c ON p.run_id = c.run_id
 ORDER BY c.chip_id, c.arm, c.concurrency, c.round, p.pass_index"""
 )
 
-# Each arm's draft decisions as declared: whether it runs the MTP head and its policy.
+# Each arm's draft decisions as declared, and the engine features that change what a pass
+# of a given shape costs: whether it runs the MTP head, its policy, how the MTP keeps up
+# when a pass does not draft (eager: every pass), and the indexer (index_topk > 0).
 ARM_POLICIES_SQL = (
     "WITH "
     + CHOSEN_RUNS
     + """
 SELECT c.arm,
        bool_or(coalesce(TRY_CAST(json_extract_string(c.knobs, '$.mtp') AS BOOLEAN), FALSE)) AS mtp,
-       min(coalesce(json_extract_string(c.knobs, '$.draft_policy'), 'never')) AS draft_policy
+       min(coalesce(json_extract_string(c.knobs, '$.draft_policy'), 'never')) AS draft_policy,
+       min(coalesce(json_extract_string(c.knobs, '$.mtp_sync'), 'eager')) AS mtp_sync,
+       max(coalesce(TRY_CAST(json_extract_string(c.knobs, '$.index_topk') AS INTEGER), 0)) AS index_topk
 FROM chosen c GROUP BY c.arm ORDER BY c.arm"""
 )
 
