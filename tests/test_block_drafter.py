@@ -16,7 +16,6 @@ from runner.engine.block_drafter import (
     DRAFTER_DIR,
     WEIGHTS_FILE,
     BlockDrafter,
-    ContextCache,
     DrafterConfig,
     DrafterError,
     drafter_dir,
@@ -26,6 +25,7 @@ from runner.engine.block_drafter import (
     spread_layers,
 )
 from runner.engine.checkpoint import CheckpointError, load_model, read_args
+from runner.engine.drafter_context import ContextCache
 from runner.train import drafter_train as dt
 from runner.train.drafter_data import AnchorSampler
 from runner.train.drafter_eval import simulate_rounds
@@ -78,8 +78,9 @@ def test_cache_and_propose_match_batched_blocks_and_rollback(target):
     cache.append(1, feats[1, :21])
     cache.trim(1, 17)
     assert cache.length(1) == 17 and cache.nbytes(1) == 17 * cache.nbytes(0) / 9
-    ctx, lens = cache.gather([0, 1])
-    out = propose(drafter, target, ctx, lens, seqs[mx.arange(2), mx.array(anchors)], K)
+    ctx, lens, ends = cache.gather([0, 1])
+    assert ends.tolist() == anchors
+    out = propose(drafter, target, ctx, lens, seqs[mx.arange(2), mx.array(anchors)], K, ends)
     assert out.tokens.shape == (2, K)
     assert mx.allclose(out.logits, ref.logits, atol=1e-4).item()
     assert (out.tokens == mx.argmax(ref.logits, axis=-1)).all().item()
@@ -87,6 +88,35 @@ def test_cache_and_propose_match_batched_blocks_and_rollback(target):
         cache.trim(1, 18)
     cache.drop(1)
     assert cache.length(1) == 0 and cache.nbytes(1) == 0
+
+
+def test_a_context_from_a_later_start_drafts_at_absolute_positions(target):
+    """A row whose first positions the prefix cache served: its context starts later, and
+    the block reads it at the right positions (the same as a full context whose first
+    positions are hidden)."""
+    drafter = make_drafter(target)
+    seqs = mx.array(sequences(target, n=1))
+    feats = dt.target_features(target, seqs, drafter.cfg.target_layers)
+    late = ContextCache(drafter)
+    late.append(7, feats[0, 6:9], first_position=6)
+    late.append(7, feats[0, 9:13])
+    ctx, lens, ends = late.gather([7])
+    assert lens.tolist() == [7] and ends.tolist() == [13]
+    got = propose(drafter, target, ctx, lens, seqs[:, 13], K, ends)
+    full = ContextCache(drafter)
+    full.append(0, feats[0, :13])
+    fctx, flens, fends = full.gather([0])
+    # Hide positions 0..5 of the full context by shifting it: keys were rotated at the same
+    # absolute positions, so attention over 6..12 alone must match.
+    shifted = [(k[:, :, 6:], v[:, :, 6:]) for k, v in fctx]
+    shifted = [
+        (mx.pad(k, [(0, 0), (0, 0), (0, 6), (0, 0)]), mx.pad(v, [(0, 0), (0, 0), (0, 6), (0, 0)]))
+        for k, v in shifted
+    ]
+    ref = propose(drafter, target, shifted, mx.array([7], mx.int32), seqs[:, 13], K, fends)
+    assert mx.allclose(got.logits, ref.logits, atol=1e-5).item()
+    late.trim(7, 8)
+    assert late.length(7) == 2 and late.end(7) == 8
 
 
 def test_block_sees_no_context_at_or_after_its_anchor(target):
@@ -213,8 +243,8 @@ def test_rounds_match_an_engine_style_loop_over_the_context_cache(target):
     cache.append(0, feats[0, :a])
     truth = np.array(seqs[0])
     while a + K <= 39:
-        ctx, lens = cache.gather([0])
-        drafts = np.array(propose(drafter, target, ctx, lens, seqs[0, a : a + 1], K).tokens[0])
+        ctx, lens, ends = cache.gather([0])
+        drafts = np.array(propose(drafter, target, ctx, lens, seqs[0, a : a + 1], K, ends).tokens[0])
         j = int(np.cumprod(drafts == truth[a + 1 : a + K + 1]).sum())
         got.append(j)
         cache.append(0, feats[0, a : a + K + 1])  # the verify pass's K + 1 positions

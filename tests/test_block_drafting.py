@@ -4,12 +4,12 @@ sampling distribution, and the knobs' errors."""
 
 from __future__ import annotations
 
-import math
 import shutil
 from collections import Counter
 
 import numpy as np
 import pytest
+from chi_square import chi_square_p
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -192,26 +192,6 @@ def test_shipped_tiny_chained_mtp_is_lossless_and_accepts_past_the_first_positio
         assert sum(n for m, n in hist.items() if m >= 2) > 0, (k, hist)  # the chain's second draft lands
 
 
-def _chi_square_p(a: Counter, b: Counter) -> tuple[float, int]:
-    """Two-sample chi-square (homogeneity) p-value over the categories with enough counts,
-    the rest pooled; the chi-square tail by the Wilson-Hilferty normal approximation."""
-    na, nb = sum(a.values()), sum(b.values())
-    cats = [c for c in set(a) | set(b) if a[c] + b[c] >= 10]
-    rows = [(a[c], b[c]) for c in cats]
-    rest = (na - sum(x for x, _ in rows), nb - sum(y for _, y in rows))
-    if sum(rest):
-        rows.append(rest)
-    stat = 0.0
-    for x, y in rows:
-        tot = x + y
-        for obs, n in ((x, na), (y, nb)):
-            exp = tot * n / (na + nb)
-            stat += (obs - exp) ** 2 / exp
-    df = len(rows) - 1
-    z = ((stat / df) ** (1 / 3) - (1 - 2 / (9 * df))) / math.sqrt(2 / (9 * df))
-    return 0.5 * math.erfc(z / math.sqrt(2)), df
-
-
 def test_sampling_with_k_drafts_keeps_the_distribution(checkpoints, tmp_path):
     """temperature > 0: the tokens committed through k drafts are distributed as without
     drafting (chi-square against plain sampling, per output position)."""
@@ -225,7 +205,7 @@ def test_sampling_with_k_drafts_keeps_the_distribution(checkpoints, tmp_path):
         p.accepted for p in passes
     )
     for pos in range(1, 4):  # -1: the output ended (EOS) before this position
-        p, df = _chi_square_p(*(Counter(o[pos] if pos < len(o) else -1 for o in x) for x in (a, outs)))
+        p, df = chi_square_p(*(Counter(o[pos] if pos < len(o) else -1 for o in x) for x in (a, outs)))
         assert df >= 3 and p > 0.001, (pos, p, df)
 
 

@@ -6,9 +6,8 @@
   positions n..n+k. No causal mask inside the block.
 - Block position i predicts token n+i through the target's own final norm and head
   (shared, never copied). The anchor's output is discarded.
-- `ContextCache` keeps, per row, each layer's context keys/values for accepted positions
-  only: the engine appends what it verified and trims on rollback. `propose` is a pure
-  function of the weights, the cached context and the anchors.
+- `propose` is a pure function of the weights, a cached context (block_drafting.py's
+  `ContextCache`, accepted positions only) and the anchors.
 - Weights live in `<checkpoint>/block_drafter/` (safetensors + JSON config), a folder
   neither mlx-lm nor the target's loader reads.
 """
@@ -16,7 +15,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import NamedTuple, Optional
@@ -31,7 +29,6 @@ from .moe import MLP
 DRAFTER_DIR = "block_drafter"
 WEIGHTS_FILE = "block_drafter.safetensors"
 CONFIG_FILE = "block_drafter.json"
-CONTEXT_BUCKET = 64  # cached context is padded to a multiple of this: few distinct shapes
 
 
 class DrafterError(CheckpointError):
@@ -193,76 +190,20 @@ def propose(
     ctx_len: mx.array,
     anchors: mx.array,
     k: int,
+    anchor_positions: Optional[mx.array] = None,
 ) -> Proposal:
     """k drafts for each of R rows. ctx: each layer's cached context keys/values
-    (R, kv_heads, S, D) with row r's first ctx_len[r] positions valid (ContextCache.gather);
-    anchors (R,): each row's last committed token, at position ctx_len[r]. Pure: reads its
-    arguments only, returns lazy arrays."""
+    (R, kv_heads, S, D) with row r's first ctx_len[r] entries valid (ContextCache.gather);
+    anchors (R,): each row's last committed token, at anchor_positions[r] (default
+    ctx_len[r]: a context from position 0). Pure: reads its arguments only, returns lazy
+    arrays."""
     S = ctx[0][0].shape[2]
-    positions = ctx_len[:, None] + mx.arange(k + 1, dtype=mx.int32)[None]
+    at = ctx_len if anchor_positions is None else anchor_positions
+    positions = at[:, None] + mx.arange(k + 1, dtype=mx.int32)[None]
     visible = (mx.arange(S, dtype=mx.int32)[None, :] < ctx_len[:, None])[:, None]
     hidden = drafter(drafter.block_inputs(target, anchors, k), positions, ctx, visible)
     logits = draft_logits(target, hidden[:, 1:]).astype(mx.float32)
     return Proposal(mx.argmax(logits, axis=-1).astype(mx.int32), logits)
-
-
-class ContextCache:
-    """Per-row drafter context: each layer's keys and values (kv_heads, S, D) for the
-    row's accepted positions 0..length-1, in order. Never holds a rejected position:
-    the engine appends what verification accepted and trims on rollback."""
-
-    def __init__(self, drafter: BlockDrafter):
-        self.drafter = drafter
-        self._rows: dict[int, LayerContext] = {}
-
-    def length(self, row: int) -> int:
-        ctx = self._rows.get(row)
-        return 0 if ctx is None else ctx[0][0].shape[1]
-
-    def append(self, row: int, features: mx.array) -> None:
-        """Target features (T, n*H) of the row's next T accepted positions."""
-        start = self.length(row)
-        pos = (start + mx.arange(features.shape[0], dtype=mx.int32))[None]
-        new = [(k[0], v[0]) for k, v in self.drafter.context(features[None], pos)]
-        old = self._rows.get(row)
-        self._rows[row] = (
-            new
-            if old is None
-            else [
-                (mx.concatenate([ok, nk], 1), mx.concatenate([ov, nv], 1))
-                for (ok, ov), (nk, nv) in zip(old, new)
-            ]
-        )
-        mx.eval(self._rows[row])
-
-    def trim(self, row: int, length: int) -> None:
-        """Keep the first `length` positions (rollback to an earlier committed length)."""
-        if length > self.length(row):
-            raise ValueError(f"row {row}: cannot trim {self.length(row)} cached positions to {length}")
-        self._rows[row] = [(k[:, :length], v[:, :length]) for k, v in self._rows[row]]
-
-    def drop(self, row: int) -> None:
-        self._rows.pop(row, None)
-
-    def nbytes(self, row: int) -> int:
-        return sum(k.nbytes + v.nbytes for k, v in self._rows.get(row, []))
-
-    def gather(self, rows: list[int]) -> tuple[LayerContext, mx.array]:
-        """(each layer's (R, kv_heads, S, D) keys/values padded to a CONTEXT_BUCKET multiple,
-        lengths (R,)) for propose."""
-        lens = [self.length(r) for r in rows]
-        S = max(CONTEXT_BUCKET, math.ceil(max(lens) / CONTEXT_BUCKET) * CONTEXT_BUCKET)
-        out = []
-        for i in range(self.drafter.cfg.num_layers):
-            ks, vs = [], []
-            for r, n in zip(rows, lens):
-                k, v = self._rows[r][i] if n else (None, None)
-                pad = [(0, 0), (0, S - n), (0, 0)]
-                zero = mx.zeros((self.drafter.cfg.num_kv_heads, S, self.drafter.cfg.head_dim))
-                ks.append(zero if k is None else mx.pad(k, pad))
-                vs.append(zero if v is None else mx.pad(v, pad))
-            out.append((mx.stack(ks), mx.stack(vs)))
-        return out, mx.array(lens, dtype=mx.int32)
 
 
 def drafter_dir(checkpoint: Path) -> Path:

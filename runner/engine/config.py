@@ -144,6 +144,11 @@ class EngineConfig:
     pipeline: bool = True  # queue the next decode pass before reading this one's tokens
     seed: int = 0  # sampling seed when a request gives none
 
+    @property
+    def mtp_layer(self) -> bool:
+        """Whether the engine runs the checkpoint's MTP layer (it drafts with it)."""
+        return self.mtp and self.drafter == "mtp"
+
     def __post_init__(self) -> None:
         def bad(knob: str, why: str) -> ValueError:
             return ValueError(f"engine knob {knob}: {why}")

@@ -50,3 +50,7 @@ class Drafter(Protocol):
 
     def row_bytes(self, seq: Sequence) -> int:
         """Bytes of this row's drafter state outside its pool blocks."""
+
+    def warm(self, max_rows: int, max_context: int, ks: tuple[int, ...]) -> int:
+        """Trace the drafter's own compiled shapes (up to max_rows drafting rows of up
+        to max_context tokens, k in ks) before timing starts; returns how many."""

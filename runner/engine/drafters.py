@@ -1,11 +1,13 @@
 """Building the drafter the engine knobs name (`mtp` + `drafter`): None when the engine
-does not draft, else one behind drafter.py's interface."""
+does not draft, else one behind drafter.py's interface. A block drafter also sets which
+target layers' states the forward hands it (before anything is compiled)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Callable, Optional
 
+from .block_drafting import BlockDrafting
 from .cache import BlockPool
 from .config import EngineConfig
 from .drafter import Drafter
@@ -25,8 +27,6 @@ def make_drafter(
         return None
     if config.drafter == "mtp":
         return MTPDrafter(forward, pool, config.mtp_sync, ensure_blocks)
-    try:  # written alongside this interface (runner/engine/block_drafter.py)
-        from .block_drafter import BlockDrafter  # type: ignore[import-not-found]
-    except ImportError as e:
-        raise ValueError(f'engine knob drafter: "block" is not built into this engine ({e})') from e
-    return BlockDrafter(config, forward, pool, ensure_blocks, checkpoint_dir)
+    drafting = BlockDrafting(forward.model, checkpoint_dir, config.compile)
+    forward.feature_layers = drafting.feature_layers
+    return drafting

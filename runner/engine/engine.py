@@ -56,7 +56,7 @@ class Engine:
             args,
             config.kv_block_size,
             DTYPES[config.dtype],
-            with_mtp=config.mtp,
+            with_mtp=config.mtp_layer,
             with_indexer=config.index_topk > 0,
         )
         self.prefix = PrefixCache(self.pool, config.prefix_cache_bytes)
@@ -84,7 +84,7 @@ class Engine:
         model = ckpt.load_model(
             directory,
             args,
-            with_mtp=config.mtp,
+            with_mtp=config.mtp_layer,
             with_indexer=config.index_topk > 0,
             dtype=DTYPES[config.dtype],
         )
@@ -198,8 +198,21 @@ class Engine:
         (first-time tracing otherwise lands inside timed passes). Returns shapes traced."""
         if not self.config.compile:
             return 0
-        max_blocks = -(-(max_context + 4) // self.pool.block_size)  # + a queued pass's reach
-        return self.forward.warm(self.config.max_batch_size, max_blocks, self.drafter is not None)
+        ks = self._draft_lengths()
+        rows = self.config.max_batch_size
+        max_blocks = -(-(max_context + 3 + max(ks, default=0)) // self.pool.block_size)  # + a pass's reach
+        traced = sum(self.forward.warm(rows, max_blocks, 1 + k, self.config.mtp_layer) for k in ks or (0,))
+        return traced + (self.drafter.warm(rows, max_context, ks) if self.drafter is not None else 0)
+
+    def _draft_lengths(self) -> tuple[int, ...]:
+        """The k a drafting pass may carry: the adaptive policy's candidates, else draft_tokens."""
+        if self.drafter is None:
+            return ()
+        return (
+            tuple(k for k in self.policy.lengths if k)
+            if self.policy.adaptive
+            else (self.config.draft_tokens,)
+        )
 
     def clear_prefix_cache(self) -> None:
         """Drop every cached prefix block (a cold start for the next measurement)."""
@@ -302,6 +315,7 @@ class Engine:
             sum(row_bytes),
             max(row_bytes),
             done.accepted_lengths,
+            done.draft_lengths,
         )
         self._pass_index += 1
         return event

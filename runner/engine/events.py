@@ -32,6 +32,8 @@ class PassEvent:
     max_row_state_bytes: int  # largest single row's state in this pass
     accepted_lengths: tuple[int, ...] = ()  # [m]: drafting rows that kept m of their drafts
     # (accepted length m, 0..k; empty: no row drafted)
+    draft_lengths: tuple[int, ...] = ()  # [k]: drafting rows that carried k drafts (same
+    # rows: acceptance at position i is sum(accepted_lengths[i:]) / sum(draft_lengths[i:]))
 
 
 @dataclass(frozen=True, slots=True)

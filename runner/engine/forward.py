@@ -1,7 +1,9 @@
 """The forward functions of a pass, optionally compiled with mx.compile.
 
 `main` runs the target model over the pass's rows and returns float32 logits at the
-requested positions plus all hidden states; `mtp` runs the MTP layer over verified
+requested positions plus what the drafter reads of every position (the final hidden
+states, or with `feature_layers` the block drafter's features: those layers' states
+concatenated); `mtp` runs the MTP layer over verified
 (hidden, next token) pairs and returns the draft logits at each row's last pair;
 `main_and_draft` runs both in one graph for greedy rows. All take the pool arrays as
 explicit inputs and return them updated, so they are pure functions of their arguments
@@ -17,9 +19,10 @@ from typing import Optional
 import mlx.core as mx
 
 from .attention import LayerKV, PassContext, rope_table
+from .block_drafter import select_features
 from .cache import BlockPool
 from .layout import COMPILE_MAX_TOKENS, block_buckets_upto, build_layout
-from .model import Model
+from .model import Capture, Model
 
 
 def _unpack(arrays, layers: list[LayerKV]) -> list[LayerKV]:
@@ -36,8 +39,16 @@ def _pack(layers: list[LayerKV]) -> list[mx.array]:
 
 
 class Forward:
-    def __init__(self, model: Model, pool: BlockPool, index_topk: int, compile: bool):
+    def __init__(
+        self,
+        model: Model,
+        pool: BlockPool,
+        index_topk: int,
+        compile: bool,
+        feature_layers: tuple[int, ...] = (),
+    ):
         self.model, self.pool, self.index_topk = model, pool, index_topk
+        self.feature_layers = feature_layers
         self.n_main = model.args.num_hidden_layers
         self._wrap = mx.compile if compile else (lambda f: f)
         self._compiled: dict[tuple, object] = {}
@@ -60,8 +71,10 @@ class Forward:
     def _main(self, spec, tokens, out_index, *arrays):
         ctx, pool_arrays = self._context(spec, arrays)
         kv = _unpack(pool_arrays, self.pool.layers[: self.n_main])
-        h = self.model.hidden_states(tokens, ctx, kv, self.index_topk)  # (N, H)
-        return (self.model.head(h[out_index]).astype(mx.float32), h, *_pack(kv))  # (B, K, V)
+        cap = Capture() if self.feature_layers else None
+        h = self.model.hidden_states(tokens, ctx, kv, self.index_topk, cap)  # (N, H)
+        states = h if cap is None else select_features(cap.normed, h, self.feature_layers)
+        return (self.model.head(h[out_index]).astype(mx.float32), states, *_pack(kv))  # (B, K, V)
 
     def _mtp(self, spec, hidden, next_tokens, last_index, *arrays):
         ctx, pool_arrays = self._context(spec, arrays)
@@ -142,7 +155,9 @@ class Forward:
         return logits, hidden, greedy, outs[3] if with_drafts else None
 
     def main(self, tokens: mx.array, ctx: PassContext, out_index: mx.array) -> tuple[mx.array, mx.array]:
-        """tokens (N,) packed; out_index (B, K) packed positions whose logits are wanted."""
+        """tokens (N,) packed; out_index (B, K) packed positions whose logits are wanted.
+        -> logits (B, K, V), and the hidden states (N, H) or features (N, n*H) of every
+        packed position."""
         layers = self.pool.layers[: self.n_main]
         spec, ctx_arrays = ctx.flatten()
         logits, hidden, *arrays = self._fn("_main", (spec,), tokens.shape[0])(
@@ -170,42 +185,57 @@ class Forward:
         self._store([layer], arrays)
         return logits, last
 
-    def warm(self, max_rows: int, max_blocks: int, with_mtp: bool) -> int:
+    def warm(self, max_rows: int, max_blocks: int, verify_tokens: int, with_mtp: bool) -> int:
         """Trace the compiled functions for every decode shape (rows x tokens per row x
         read width) for rows of up to max_blocks blocks, so no timed pass pays for
-        tracing. Writes only the scratch block. Returns how many shapes were traced."""
-        bs, traced = self.pool.block_size, 0
+        tracing: plain rows feed 1 token, drafting rows verify_tokens (1 + k; 1: the
+        engine does not draft). with_mtp: the MTP layer's shapes too (fused at k = 1, a
+        chained step a row at k > 1). Writes only the scratch block. Returns how many
+        shapes were traced."""
+        bs, traced, T = self.pool.block_size, 0, verify_tokens
         for n_blocks in block_buckets_upto(max_blocks):
             blocks = [0] * n_blocks
             for B in range(1, max_rows + 1):
-                for n_two in range(B + 1) if with_mtp else (0,):
-                    lens = [2] * n_two + [1] * (B - n_two)
-                    lay = build_layout([n_blocks * bs - 2] * B, lens, [blocks] * B, bs)
-                    K = 2 if n_two else 1
+                for n_long in range(B + 1) if T > 1 else (0,):
+                    lens = [T] * n_long + [1] * (B - n_long)
+                    uniform = T > 2 and n_long == B  # Launcher runs these unpadded
+                    lay = build_layout(
+                        [max(n_blocks * bs - T, 0)] * B, lens, [blocks] * B, bs, t_cap=1 if uniform else None
+                    )
+                    K = T if n_long else 1
                     zeros = mx.zeros((lay.n_tokens,), mx.int32)
-                    logits, hidden = self.main(zeros, lay.ctx, mx.zeros((B, K), mx.int32))
-                    outs = [logits, hidden]
+                    outs = list(self.main(zeros, lay.ctx, mx.zeros((B, K), mx.int32)))
                     if with_mtp:
-                        outs.extend(self.mtp(hidden, zeros, lay.ctx, mx.zeros((B,), mx.int32)))
-                        for with_drafts in (True, False):
-                            outs.extend(
-                                o
-                                for o in self.main_and_draft(
-                                    zeros,
-                                    lay.ctx,
-                                    mx.zeros((B, K), mx.int32),
-                                    zeros,
-                                    zeros - 1,
-                                    mx.zeros((B, 2), mx.int32),
-                                    None,
-                                    mx.zeros((B,), mx.bool_),
-                                    with_drafts,
-                                )
-                                if o is not None
-                            )
+                        step = build_layout([max(n_blocks * bs - 2, 0)] * B, [1] * B, [blocks] * B, bs)
+                        outs.extend(self._warm_mtp(outs[1], zeros, lay, step, B, K))
                     mx.eval(outs)
                     traced += 1
         return traced
+
+    def _warm_mtp(self, hidden, zeros, lay, step, B: int, K: int) -> list[mx.array]:
+        """The MTP shapes of a pass laid out as `lay`; `step`: one pair a row."""
+        outs = list(self.mtp(hidden, zeros, lay.ctx, mx.zeros((B,), mx.int32)))
+        if K > 2:  # a chained step: the layer's own (B, H) output and one draft a row
+            one = mx.zeros((B,), mx.int32)
+            outs.extend(self.mtp(hidden[:B], one, step.ctx, mx.arange(B)))
+            return outs
+        for with_drafts in (True, False):
+            outs.extend(
+                o
+                for o in self.main_and_draft(
+                    zeros,
+                    lay.ctx,
+                    mx.zeros((B, K), mx.int32),
+                    zeros,
+                    zeros - 1,
+                    mx.zeros((B, 2), mx.int32),
+                    None,
+                    mx.zeros((B,), mx.bool_),
+                    with_drafts,
+                )
+                if o is not None
+            )
+        return outs
 
     @staticmethod
     def _store(layers: list[LayerKV], arrays: list[mx.array]) -> None:

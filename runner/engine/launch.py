@@ -105,7 +105,7 @@ class Launcher:
             lens,
             [s.blocks for s in plan.rows],
             self.scheduler.pool.block_size,
-            t_cap=max(self.config.prefill_chunk, 2),
+            t_cap=1 if _uniform_verify(plan) else max(self.config.prefill_chunk, 2),
         )
         tokens = np.zeros(lay.n_tokens, np.int32)
         K = 1 + max(plan.drafted)  # logit positions a row: its fed tokens (fewer repeat the last)
@@ -228,3 +228,11 @@ class Launcher:
             greedy = mx.argmax(logits, axis=-1)
         mx.async_eval(greedy, hidden, *([drafts] if drafts is not None else []))
         return Launched(plan, first, logits, hidden, greedy, drafts, starts, draft_in, mtp is not None, ahead)
+
+
+def _uniform_verify(plan: PassPlan) -> bool:
+    """Every row verifies the same k > 1 drafts: the pass runs unpadded (k + 1 tokens a
+    row, a shape Forward.warm traced), where padding k + 1 up to a power of two would
+    add up to half again the tokens a verify pass computes."""
+    d = plan.drafted[0]
+    return d > 1 and all(x == d for x in plan.drafted) and all(len(f) == d + 1 for f in plan.feeds)

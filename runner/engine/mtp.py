@@ -43,6 +43,9 @@ class MTPDrafter:
     def verified_in_pool(self, seq: Sequence) -> int:
         return seq.mtp_computed  # the MTP KV shares the row's blocks
 
+    def warm(self, max_rows: int, max_context: int, ks: tuple[int, ...]) -> int:
+        return 0  # the MTP layer's shapes are traced with the target's (Forward.warm)
+
     def row_bytes(self, seq: Sequence) -> int:
         """A lazy backlog of hidden states, and a sampling row's draft distributions q."""
         return seq.pending_bytes + sum(q.nbytes for q in seq.draft_probs)

@@ -6,8 +6,9 @@ length set.
   under the stop rules; its verified length is its start + 1 + accepted. That is the
   rollback of rejected positions: the paged KV and the indexer keys past it are simply
   overwritten later, and the drafter forgets its own state past it.
-- `accepted_lengths[m]` counts the drafting rows that kept m drafts in this pass (the
-  histogram pages read accepted length and acceptance by position from).
+- `accepted_lengths[m]` counts the drafting rows that kept m drafts in this pass and
+  `draft_lengths[k]` those that carried k (rows may carry different k): the histograms
+  pages read accepted length and acceptance by position from.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ class PassCommit(NamedTuple):
     emitted: int  # tokens committed to outputs
     accepted: int  # drafts kept
     accepted_lengths: tuple[int, ...]  # [m]: drafting rows that kept m drafts (empty: none drafted)
+    draft_lengths: tuple[int, ...]  # [k]: drafting rows that carried k drafts (empty: none drafted)
 
 
 def commit_pass(cur: Launched, out: Landed, eos: frozenset[int], drafter: Optional[Drafter]) -> PassCommit:
     plan, emitted, accepted = cur.plan, 0, 0
     hist = [0] * (1 + max(plan.drafted, default=0))
+    carried = list(hist)
     now = time.perf_counter_ns()  # every token this pass commits is stamped with it:
     # one clock read a pass, one int appended a token
     sampled = [b for b, s in enumerate(plan.rows) if s.temperature > 0]
@@ -49,9 +52,12 @@ def commit_pass(cur: Launched, out: Landed, eos: frozenset[int], drafter: Option
         if drafted:
             accepted += choice.accepted
             hist[choice.accepted] += 1
+            carried[drafted] += 1
             seq.computed = out.starts[b] + 1 + choice.accepted
             if drafter is not None:
                 drafter.rollback(seq, seq.computed)
         else:
             seq.computed = end
-    return PassCommit(emitted, accepted, tuple(hist) if any(plan.drafted) else ())
+    if not any(plan.drafted):
+        return PassCommit(emitted, accepted, (), ())
+    return PassCommit(emitted, accepted, tuple(hist), tuple(carried))

@@ -102,6 +102,8 @@ class CellRows:
                     "emitted": p.emitted,
                     "state_bytes": p.state_bytes,
                     "max_row_state_bytes": p.max_row_state_bytes,
+                    "accepted_lengths": list(p.accepted_lengths),
+                    "draft_lengths": list(p.draft_lengths),
                 }
                 for p in passes
             ]

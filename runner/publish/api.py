@@ -19,6 +19,8 @@ from runner.publish import prediction_chart as prediction
 from runner.publish import traffic as traffic_choice
 from runner.publish.capacity_value import capacity_value
 from runner.publish.home import Pinned
+from runner.publish.metrics import MAX_POSITION
+from runner.publish.metrics import acceptance_at as acceptance_metric
 from runner.publish.postdata import PostData
 from runner.publish.quantiles import quantile_metric
 from runner.publish.templating import render_block
@@ -67,6 +69,17 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
 
     def drafted_by_width_chart(experiment=None):
         return block(experiment, blocks.drafted_by_width_chart)
+
+    def acceptance_by_position_chart(concurrency=1, experiment=None):
+        return block(experiment, lambda d: blocks.acceptance_by_position_chart(d, concurrency))
+
+    def acceptance_at(position):  # the metric's name, for metric(), gain(), tables and charts
+        name = acceptance_metric(position)
+        if name is None:
+            first.fail(
+                f"acceptance_at(): a draft position is a whole number 1 to {MAX_POSITION}, got {position!r}"
+            )
+        return name or f"acceptance_at({position!r})"
 
     def metric(
         name, arm, concurrency, chip=None, experiment=None, requests=None, as_of=None, data=None, q=None
@@ -173,6 +186,8 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
         "crossover": crossover,
         "prediction_chart": prediction_chart,
         "drafted_by_width_chart": drafted_by_width_chart,
+        "acceptance_by_position_chart": acceptance_by_position_chart,
+        "acceptance_at": acceptance_at,
         "traffic": traffic,
         "traffic_speed": traffic_speed,
         "traffic_gain": traffic_gain,

@@ -14,7 +14,7 @@ from markupsafe import Markup
 from runner.publish import charts, sql
 from runner.publish.chiptabs import ChipPane, chip_tabs
 from runner.publish.intervals import share_interval
-from runner.publish.metrics import METRICS
+from runner.publish.metrics import ACCEPTANCE_METRICS, METRICS
 from runner.publish.postdata import PostData
 from runner.publish.rows import WidthKey, WidthRuns
 from runner.publish.tables import set_id
@@ -151,6 +151,62 @@ def drafted_by_width_chart(data: PostData) -> Markup:
         body=body,
         caption="share of passes at each batch width that carried drafts; bars show the 95% "
         "interval from resampling the runs",
+        sql_href=sql_href,
+    )
+    return data.token(note + html, "")
+
+
+def acceptance_by_position_chart(data: PostData, concurrency: object = 1) -> Markup:
+    """Acceptance at draft positions 1..k of each drafting arm at one concurrency, one line
+    an arm and chip, with the t interval over rounds of each position's figure."""
+    if isinstance(concurrency, bool) or concurrency not in data.regimes.concurrencies:
+        data.fail(
+            f"acceptance_by_position_chart: concurrency {concurrency!r} is not one of "
+            f"{list(data.regimes.concurrencies)}"
+        )
+        return data.token(render_block("block_error.html", message="chart not drawn"), "")
+    absent, line = _not_measured(data, "accepted_length")
+    note = str(Markup('<p class="bothrows-absent">{}.</p>').format(line)) if line else ""
+    if absent and len(absent) == len(data.arm_order):
+        return data.token(note, "")
+    view, series = data.view(None, now=True), []
+    pct = lambda v: round(v * 100, 4)  # noqa: E731
+    for chip in data.regimes.chips:
+        for arm in [a for a in data.arm_order if a not in absent]:
+            cells = [view.cells.get((chip, arm, concurrency, m)) for m in ACCEPTANCE_METRICS]
+            pts = [(i, c) for i, c in enumerate(cells, 1) if c is not None and c.mean is not None]
+            if pts:  # an arm that never drafted has no line
+                series.append(
+                    charts.Series(
+                        chip,
+                        arm,
+                        tuple(float(i) for i, _ in pts),
+                        tuple(pct(c.mean) for _, c in pts),
+                        tuple(pct(c.mean if c.lo is None else c.lo) for _, c in pts),
+                        # a share: its interval stops at 100%, as share_interval's does
+                        tuple(pct(c.mean if c.hi is None else min(c.hi, max(1.0, c.mean))) for _, c in pts),
+                    )
+                )
+    if not series:
+        data.fail(f"acceptance_by_position_chart: no arm drafted at concurrency {concurrency}")
+        return data.token(note + render_block("block_error.html", message="chart not drawn"), "")
+    positions = sorted({int(x) for s in series for x in s.x})
+    body = chip_figures(
+        data,
+        f"acceptance-by-position-{concurrency}",
+        series,
+        regime_x={},
+        x_title="draft position",
+        y_title="acceptance (%)",
+        x_ticks=[(float(i), str(i)) for i in positions],
+    )
+    sql_href = data.register_sql("chart", sql.inline_sql(sql.RUN_VALUES_SQL, data.params))
+    html = render_block(
+        "chart.html",
+        body=body,
+        caption=f"share of drafting rows' passes at concurrency {concurrency} that kept at least i "
+        "drafts, among those that carried at least i, by draft position i; bars show the 95% "
+        "interval (a t interval over the rounds)",
         sql_href=sql_href,
     )
     return data.token(note + html, "")

@@ -2,6 +2,8 @@
 
 This is the vocabulary shared by the SQL in `queries.py` (which computes them) and the
 blocks that print them. It holds no SQL and no formatting code beyond the spec.
+Acceptance by position is one metric a position, `acceptance_at_1` to
+`acceptance_at_16` (`draft_tokens` reaches 16); a post names them `acceptance_at(i)`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ class MetricSpec:
     unit: str
     decimals: int
 
+
+MAX_POSITION = 16  # the most drafts a row carries (the engine's draft_tokens)
 
 METRICS: dict[str, MetricSpec] = {
     m.name: m
@@ -37,6 +41,8 @@ METRICS: dict[str, MetricSpec] = {
         MetricSpec("passes", "passes", "", 0),
         MetricSpec("drafted_passes", "drafted passes", "", 0),
         MetricSpec("acceptance", "acceptance", "", 3),
+        MetricSpec("accepted_length", "accepted length", "tok", 2),
+        *(MetricSpec(f"acceptance_at_{i}", f"acceptance at {i}", "", 3) for i in range(1, MAX_POSITION + 1)),
         MetricSpec("state_mb", "state / seq", "MB", 2),
         MetricSpec("max_state_mb", "max state / seq", "MB", 2),
         # The figures `vllm bench serve` reports (export.py names them its way).
@@ -57,7 +63,21 @@ METRICS: dict[str, MetricSpec] = {
 # From per-token rows (inter-token gaps): absent for a run whose runtime gave no token times.
 PER_TOKEN = ("itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "stall_max_ms", "itl_mean_ms")
 # Computed from per-pass rows: absent (NULL) for a run whose runtime records no passes.
-PER_PASS = ("passes", "drafted_passes", "acceptance", "state_mb", "max_state_mb")
+ACCEPTANCE_METRICS = tuple(f"acceptance_at_{i}" for i in range(1, MAX_POSITION + 1))
+PER_PASS = ("passes", "drafted_passes", "acceptance", "accepted_length", *ACCEPTANCE_METRICS)
+PER_PASS += ("state_mb", "max_state_mb")
+
+
+def acceptance_position(name: str) -> int:
+    """acceptance_at_i -> i."""
+    return int(name.removeprefix("acceptance_at_"))
+
+
+def acceptance_at(position: object) -> str | None:
+    """The metric of acceptance at a draft position (1..MAX_POSITION); None when there is none."""
+    if isinstance(position, bool) or not isinstance(position, int) or not 1 <= position <= MAX_POSITION:
+        return None
+    return f"acceptance_at_{position}"
 
 
 def unknown_metric_message(name: object) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
@@ -40,8 +41,18 @@ def parquet_bytes(table: pa.Table) -> bytes:
 
 def csv_bytes(table: pa.Table) -> bytes:
     buf = io.BytesIO()
-    pacsv.write_csv(table, buf)
+    pacsv.write_csv(_lists_as_text(table), buf)
     return buf.getvalue()
+
+
+def _lists_as_text(table: pa.Table) -> pa.Table:
+    """CSV has no lists: a list column (a pass's drafting histograms) is written as the
+    text "[2,1,0,1]", an empty list as "[]", NULL as an empty field."""
+    for i, column in enumerate(table.schema):
+        if pa.types.is_list(column.type):
+            joined = pc.binary_join(table.column(i).cast(pa.list_(pa.string())), ",")
+            table = table.set_column(i, column.name, pc.binary_join_element_wise("[", joined, "]", ""))
+    return table
 
 
 def write_downloads(site_dir: Path, downloads: Downloads) -> list[Path]:

@@ -7,12 +7,14 @@
   with its parameters written in (`inline_sql`).
 - Text only: nothing here connects to a database. The pass-cost model's SQL is
   `sql_passes.py`'s, a rate sweep's `sql_sweeps.py`'s, the judging views' (earliest
-  runs, pins, machine probes) `sql_views.py`'s.
+  runs, pins, machine probes) `sql_views.py`'s, accepted length and acceptance by
+  position `sql_drafts.py`'s.
 """
 
 from __future__ import annotations
 
 from runner.publish.metrics import METRICS
+from runner.publish.sql_drafts import DRAFTING
 
 # The runs a page uses: complete ones of the chosen quickness, measured before $as_of
 # when given, and for a cell measured more than once in a round, the latest (a
@@ -134,12 +136,15 @@ pas AS (
         max(p.max_row_state_bytes) / 1e6 AS max_state_mb
     FROM passes p JOIN chosen c ON p.run_id = c.run_id
     GROUP BY p.run_id
-),
+),"""
+    + DRAFTING
+    + """,
 per_run AS (
     SELECT c.chip_id, c.arm, c.concurrency, c.round, c.run_id, """
     + ",\n        ".join(f"CAST({m} AS DOUBLE) AS {m}" for m in METRICS)
     + """
     FROM chosen c LEFT JOIN req USING (run_id) LEFT JOIN pas USING (run_id) LEFT JOIN tok USING (run_id)
+        LEFT JOIN drafting USING (run_id)
 ),
 long AS (
     UNPIVOT per_run ON """

@@ -66,6 +66,15 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE runs ADD COLUMN server_version VARCHAR;
     ALTER TABLE runs ADD COLUMN rate DOUBLE;  -- a rate sweep's cell: its offered rate (NULL: none)
     """,
+    # Block drafting (issue 23): each pass's histograms over its drafting rows, [m] the rows
+    # that kept m drafts and [k] the rows that carried k (empty: no row drafted). Accepted
+    # length and acceptance by position are read from them. NULL: a pass from before this
+    # column, when a drafting row carried one draft; it reads as k = 1
+    # ([drafted - accepted, accepted] and [0, drafted], publish/sql_drafts.py).
+    7: """
+    ALTER TABLE passes ADD COLUMN accepted_lengths INTEGER[];
+    ALTER TABLE passes ADD COLUMN draft_lengths INTEGER[];
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 # Columns later migrations added, with their Arrow types: rows exported before a migration
@@ -87,4 +96,5 @@ ADDED_COLUMNS: dict[str, dict[str, pa.DataType]] = {
         "rate": pa.float64(),
     },
     "requests": {"label": pa.string(), "asked_tokens": pa.int32()},
+    "passes": {"accepted_lengths": pa.list_(pa.int32()), "draft_lengths": pa.list_(pa.int32())},
 }

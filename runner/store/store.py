@@ -66,8 +66,12 @@ PASS_SCHEMA = pa.schema(
         ("emitted", pa.int32()),
         ("state_bytes", pa.int64()),
         ("max_row_state_bytes", pa.int64()),
+        ("accepted_lengths", pa.list_(pa.int32())),
+        ("draft_lengths", pa.list_(pa.int32())),
     ]
 )
+# Pass columns a caller may leave out (NULL): the drafting histograms (schema 7).
+OPTIONAL_PASS_COLUMNS = ("accepted_lengths", "draft_lengths")
 RUN_STATUSES = ("running", "complete", "failed")
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
 # DuckDB hands a second connection in the same process the same database instance
@@ -324,6 +328,8 @@ class Store:
             self.con.unregister("_counts")
 
     def append_passes(self, run_id: str, rows: list[dict]) -> None:
+        """Rows of PASS_SCHEMA's columns (OPTIONAL_PASS_COLUMNS may be left out: NULL)."""
+        rows = [{**dict.fromkeys(OPTIONAL_PASS_COLUMNS), **r} for r in rows]
         self._append("passes", PASS_SCHEMA, run_id, rows)
 
     def finish_run(

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..engine.block_drafter import load_checkpoint_drafter, propose
 from ..engine.checkpoint import load_model, load_tokenizer, read_args
-from . import data
+from ..prompts import read_prompts
 from .drafter_train import block_logits, position_weights, target_features
 from .evaluate import GENERATE, PROMPT_TOKENS, greedy_mlx_lm
 
@@ -91,7 +91,7 @@ def evaluate_drafter(
     target = load_model(checkpoint, args, with_mtp=True, with_indexer=False, fuse=False)
     drafter = load_checkpoint_drafter(checkpoint, args)
     tok = load_tokenizer(checkpoint)
-    prompts = data.read_prompts(checkpoint / "heldout.jsonl")[:limit]
+    prompts = read_prompts(checkpoint / "heldout.jsonl")[:limit]
     ids = [tok.encode(p.text).ids for p in prompts]
     ids = np.array([x[:PROMPT_TOKENS] for x in ids if len(x) >= PROMPT_TOKENS], dtype=np.int32)
     generated = greedy_mlx_lm(checkpoint, ids, GENERATE)
