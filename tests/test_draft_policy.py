@@ -5,15 +5,20 @@ simulated machine on which adaptive must find the best k alone and not lose batc
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from runner.engine.config import EngineConfig
 from runner.engine.draft_cost import (
+    CLIP,
     EXPLORE_SHARE,
+    GAP,
     HISTORY,
     MIN_SIDE,
     REFRESH_EVERY,
     REFRESH_LEN,
+    SETTLED,
     WidthModel,
 )
 from runner.engine.draft_policy import Branch, DraftPolicy, PositionAcceptance, draft_lengths
@@ -97,7 +102,7 @@ def test_adaptive_climbs_to_the_k_that_pays_most_alone():
     cost = {k: 1e6 * (1 + 0.05 * k) for k in (0, 1, 2, 4, 8)}  # 8 pays most: 4.3 tokens for 1.4x
     feed(p, 1, {0: cost[0], 1: cost[1]})
     tried = set()
-    for _ in range(40):
+    for _ in range(150):
         k = p.decide(1)
         tried.add(k)
         p.width(1).observe(k, int(cost[k]))
@@ -143,9 +148,10 @@ def test_re_measurements_cost_at_most_a_share_of_the_time():
         if k and (not starts or n > starts[-1] + REFRESH_LEN):
             starts.append(n)
         p.width(4).spend((catch_up if k and n == starts[-1] else 0) + int(2.0e6 if k else 1.0e6))
-    # each window costs the catch-up plus REFRESH_LEN passes at twice the price: the next
-    # one waits until that is at most EXPLORE_SHARE of the time since
-    cost = catch_up + REFRESH_LEN * 1.0e6
+    # each window costs the catch-up (clipped: a pass that long counts as CLIP kept
+    # passes) plus REFRESH_LEN passes at twice the price: the next one waits until that
+    # is at most EXPLORE_SHARE of the time since
+    cost = CLIP * 1.0e6 + (REFRESH_LEN - 1) * 1.0e6
     for a, b in zip(starts, starts[1:]):
         assert (b - a - REFRESH_LEN) * 1.0e6 >= cost / EXPLORE_SHARE - 2.0e6
 
@@ -190,6 +196,18 @@ def test_a_width_model_re_measures_a_neighbour_every_refresh():
     assert {k for i, k in windows if i in first} == {1}  # the shorter neighbour first
     assert {k for i, k in windows if i in second} == {4}
     assert m.kept == 2 and m.trying is None
+
+
+def test_a_neighbour_compared_a_few_times_only_is_re_measured_between_kept_passes():
+    m = WidthModel()
+    m.comparisons[(2, 1)] = deque([1.0] * MIN_SIDE)  # 1 against 2: a few comparisons only
+    m.comparisons[(2, 0)] = deque([1.0] * SETTLED)
+    values = {0: 0.5, 1: 0.9, 2: 1.0}
+    taken = [m.choose(values, (0, 1, 2), climb=True) for _ in range(2 * REFRESH_LEN + GAP)]
+    windows = [i for i, k in enumerate(taken, 1) if k == 1]
+    first = list(range(1, REFRESH_LEN + 1))
+    assert windows == first + [i + REFRESH_LEN + GAP for i in first]  # GAP passes of 2 between
+    assert m.choose(values, (0, 1, 2), climb=False) == 2  # a borrowing width does not settle
 
 
 def test_a_width_not_measured_yet_borrows_the_nearest_wider_ones_costs():

@@ -3,6 +3,8 @@ one to four concurrent sequences, interleaved by round, with ratios over `off`, 
 per drafting row-pass (tau), acceptance by position, the draft lengths passes carried,
 and state bytes.
 
+- acceptance by position is `acceptance_at(i)` as pages show it; "k carried" the shares
+  of decode passes by the most drafts a row carried (0: none).
 - Arms name a drafter, a draft length k and a policy: `mtp` (k = 1), `mtp-chain` (the
   MTP layer chained, k = 3), `block-4` / `block-8` (the block drafter), `adaptive` (k
   chosen per width up to 8, MTP), `adaptive-block` (the same with the block drafter), and
@@ -60,20 +62,19 @@ def measure(engine: Engine, prompts: list[list[int]], new_tokens: int) -> dict:
     drafted = sum(p.drafted for p in passes)
     hist = [0] * 17  # drafting row-passes by drafts kept
     lengths = [0] * 17  # decode passes by the drafts a drafting row carried (0: none)
-    reached, kept = [0] * 17, [0] * 17  # by draft position: drafts reached (all before kept), kept
+    carried, kept = [0] * 17, [0] * 17  # by draft position i: row-passes that carried / kept >= i
     for p in passes:
-        h, rows = p.accepted_lengths, sum(p.accepted_lengths)
-        for m, n in enumerate(h):
+        for m, n in enumerate(p.accepted_lengths):
             hist[m] += n
-        for i in range(1, len(h)):  # a pass's rows carry len(h) - 1 drafts each
-            reached[i] += sum(h[i - 1 :])
-            kept[i] += sum(h[i:])
+        for i in range(1, len(p.draft_lengths)):
+            carried[i] += sum(p.draft_lengths[i:])
+            kept[i] += sum(p.accepted_lengths[i:])
         if p.kind == "decode":
-            lengths[len(h) - 1 if rows else 0] += 1
+            lengths[len(p.draft_lengths) - 1 if p.draft_lengths else 0] += 1
     row_passes = sum(hist)
     return dict(
         tau=(sum(m * n for m, n in enumerate(hist)) / row_passes + 1) if row_passes else 0.0,
-        reached=reached,
+        carried=carried,
         kept=kept,
         lengths=lengths,
         decode=statistics.mean(per_seq),
@@ -89,9 +90,10 @@ def best_of(repeats: int, engine: Engine, prompts: list[list[int]], new_tokens: 
     return max((measure(engine, prompts, new_tokens) for _ in range(repeats)), key=lambda m: m["decode"])
 
 
-def by_position(reached: list[int], kept: list[int], upto: int = 4) -> str:
-    """Acceptance at draft positions 1..upto, each given every earlier draft accepted."""
-    return "/".join(f"{kept[i] / reached[i]:.2f}" for i in range(1, upto + 1) if reached[i]) or "-"
+def by_position(carried: list[int], kept: list[int], upto: int = 4) -> str:
+    """Acceptance at draft positions 1..upto as pages show it (`acceptance_at(i)`): the
+    share of drafting row-passes that kept at least i drafts among those that carried i."""
+    return "/".join(f"{kept[i] / carried[i]:.2f}" for i in range(1, upto + 1) if carried[i]) or "-"
 
 
 def k_shares(lengths: list[int]) -> str:
@@ -150,12 +152,12 @@ def run(
             drafted_passes = statistics.mean(m["drafted_passes"] for m in ms)
             taus = [m["tau"] for m in ms if m["tau"]]  # runs that drafted at all
             passes = statistics.mean(m["passes"] for m in ms)
-            reached, kept = ([sum(m[key][i] for m in ms) for i in range(17)] for key in ("reached", "kept"))
+            carried, kept = ([sum(m[key][i] for m in ms) for i in range(17)] for key in ("carried", "kept"))
             lengths = [sum(m["lengths"][i] for m in ms) for i in range(17)]
             print(
                 f"{a:<14} {w:>4} {spread(dec):>24} {ratio_spread(dec, base):>20} "
                 f"{drafted_passes:>7.1f}/{passes:<7.1f}"
                 f"{statistics.mean(m['acceptance'] for m in ms):>11.1%} "
-                f"{statistics.mean(taus) if taus else 0.0:>15.2f} {by_position(reached, kept):>19} "
+                f"{statistics.mean(taus) if taus else 0.0:>15.2f} {by_position(carried, kept):>19} "
                 f"{max(m['state_mb'] for m in ms):>12.3f}  {k_shares(lengths)}"
             )

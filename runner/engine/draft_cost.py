@@ -9,10 +9,14 @@ draft length not taken.
 - `choose` keeps the branch taken until another pays by SWITCH_MARGIN. It explores in
   windows of REFRESH_LEN passes: a draft length next to the measured ones while the one at
   that edge is within CLIMB of the best (the climb: drafting pays over a range of k, so a
-  worse edge ends it), and every REFRESH_EVERY decisions a neighbour of the branch kept.
+  worse edge ends it), a neighbour of the branch kept compared with it fewer than SETTLED
+  times (a few passes on a shared machine can be a neighbour's burst), and every
+  REFRESH_EVERY decisions a neighbour of the branch kept.
 - Exploring is priced: a window's passes cost what they took beyond as many passes of the
-  branch kept (a lazy MTP catching up is part of it), and the next window waits until the
-  passes since have taken 1 / EXPLORE_SHARE times that.
+  branch kept (a lazy MTP catching up is part of it; each pass's excess is clipped at
+  CLIP times the kept pass, since one that long is a burst or a first-time trace, not
+  drafting's price), and the next window waits until the passes since have taken
+  1 / EXPLORE_SHARE times that, and at least GAP passes of the branch kept.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ REFRESH_LEN = 6  # ... for this many passes in a row, so some of them are steady
 SWITCH_MARGIN = 0.04  # leave the current branch only when another pays by this much
 EXPLORE_SHARE = 0.02  # and no sooner than its cost is this share of the width's time since
 CLIMB = 0.85  # try the next draft length past an edge while the edge pays this share of the best
+SETTLED = 6  # comparisons with the branch kept before a neighbour waits for the refresh
+GAP = 12  # passes of the branch kept between two windows: the majority they are compared with
+CLIP = 3.0  # a window pass's excess counts up to this many kept passes
 
 
 def neighbours(lengths: tuple[int, ...], k: int) -> list[int]:
@@ -46,13 +53,14 @@ class WidthModel:
     decisions: int = 0  # decisions taken with costs to go by
     kept: Optional[int] = None  # the branch currently taken
     trying: Optional[int] = None  # the branch a window is measuring
-    window_end: int = 0  # decision count at which the window is over
+    window_end: int = -GAP  # decision count at which the last window was over
     refresh_at: int = REFRESH_EVERY  # decision count at which a neighbour is re-measured
     turns: int = 0  # re-measurements started (they alternate between the two neighbours)
     spent_ns: int = 0  # what every decode pass of this width took, steady or not
     spent_passes: int = 0
-    pricing: Optional[tuple] = None  # (spent_ns, spent_passes, kept) when the last window
-    # started, until its passes are in
+    pricing: Optional[tuple] = None  # (spent_passes, kept, kept's median pass) when the last
+    # window started, until its passes are in
+    excess_ns: float = 0.0  # what the priced window's passes took beyond the kept ones, clipped
     explore_until: int = 0  # spent_ns before which the next window may not start
 
     def observe(self, k: int, duration_ns: int) -> None:
@@ -76,6 +84,9 @@ class WidthModel:
     def spend(self, duration_ns: int) -> None:
         self.spent_ns += duration_ns
         self.spent_passes += 1
+        if self.pricing is not None and self.spent_passes <= self.pricing[0] + REFRESH_LEN + 1:
+            base = self.pricing[2]
+            self.excess_ns += min(max(duration_ns - base, 0), CLIP * base)
 
     def bootstrap(self, start: int, lengths: tuple[int, ...]) -> int:
         """No costs to go by yet: measure `start`, then the length next to it."""
@@ -94,16 +105,21 @@ class WidthModel:
         if self.kept not in values or values[best] > values[self.kept] * (1 + SWITCH_MARGIN):
             self.kept = best
         target = self._to_explore(values, lengths, climb)
-        if target is None or self.spent_ns < self.explore_until:
+        if target is None or self.spent_ns < self.explore_until or self.decisions < self.window_end + GAP:
             return self.kept  # nothing to explore, or not yet paid for: look again next pass
         self.trying, self.window_end = target, self.decisions + REFRESH_LEN
         self.refresh_at, self.turns = self.window_end + REFRESH_EVERY, self.turns + 1
-        self.pricing = (self.spent_ns, self.spent_passes, self.kept)
+        kept = [d for was, d in self.history if was == self.kept] or [d for _, d in self.history]
+        self.pricing, self.excess_ns = (self.spent_passes, self.kept, median(kept) if kept else 0), 0.0
         return target
 
     def _to_explore(self, values: dict[int, float], lengths: tuple[int, ...], climb: bool) -> Optional[int]:
         top = max(values.values())
         if climb:
+            for k in neighbours(lengths, self.kept):
+                pair = (max(k, self.kept), min(k, self.kept))
+                if k in values and len(self.comparisons.get(pair, ())) < SETTLED:
+                    return k
             for edge, step in ((max(values), 1), (min(values), -1)):
                 i = lengths.index(edge) + step
                 if 0 <= i < len(lengths) and values[edge] >= CLIMB * top:
@@ -116,13 +132,10 @@ class WidthModel:
     def _price(self) -> None:
         """Once a window's passes (and the pass back) have run: what they took beyond as
         many passes of the branch kept, and from it the earliest next window."""
-        if self.pricing is None or self.spent_passes < self.pricing[1] + REFRESH_LEN + 1:
+        if self.pricing is None or self.spent_passes < self.pricing[0] + REFRESH_LEN + 1:
             return
-        ns0, passes0, kept = self.pricing
-        self.pricing = None
-        base = [d for was, d in self.history if was == kept]
-        if base and self.kept == kept:  # confirmed; a switch bought a better branch
-            excess = self.spent_ns - ns0 - (self.spent_passes - passes0) * median(base)
-            self.explore_until = self.spent_ns + int(max(excess, 0) / EXPLORE_SHARE)
+        kept, self.pricing = self.pricing[1], None
+        if self.kept == kept:  # confirmed; a switch bought a better branch
+            self.explore_until = self.spent_ns + int(max(self.excess_ns, 0) / EXPLORE_SHARE)
         else:
             self.explore_until = 0

@@ -10,12 +10,13 @@ committed tokens per unit of time, from its own measurements.
   by side. A width with no comparisons yet borrows the nearest wider width's (drafting
   pays less as rows are added) and explores only on the refresh schedule: a batch's tail
   lasts a few passes. With none anywhere it measures k = 1 and then 0.
-- Tokens: acceptance by position (`PositionAcceptance`), from each pass's histogram of
-  accepted lengths; a row's expected commit for k drafts is 1 + sum_j a_1 ... a_j. The
-  acceptance at a position does not depend on the width, so one estimate serves all.
-- `record` feeds only steady, pure passes: between two of the same branch and pipelining
-  regime, and that prepared drafts for the same k they verified (a switch, such as a
-  lazy MTP catching up, costs extra and is priced as exploring instead; see draft_cost.py).
+- Tokens: acceptance by position (`PositionAcceptance`), from every drafting pass's
+  histogram of accepted lengths; a row's expected commit for k drafts is
+  1 + sum_j a_1 ... a_j. One estimate serves every width and k (the chained MTP's draft i
+  does not depend on k; for a block drafter that is an approximation).
+- Costs learn from steady, pure passes only: between two of the same branch and
+  pipelining regime, and that prepared drafts for the same k they verified (a switch,
+  such as a lazy MTP catching up, costs extra and is priced as exploring instead).
   `runner bench --mtp` shows what drafting gains arm against arm.
 """
 

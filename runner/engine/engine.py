@@ -285,18 +285,16 @@ class Engine:
         inside = set(plan.rows)
         return plan.rows + [s for s in running if s not in inside]
 
-    def _draft_next(self, cur: Launched, out: Landed) -> bool:
+    def _draft_next(self, cur: Launched, out: Landed) -> None:
         """Ask the launcher how many drafts the next pass carries (it decides once a pass)
-        and bring the drafter up to date, or book what a fused pass already did. Returns
-        whether the drafter ran in this pass."""
+        and bring the drafter up to date, or book what a fused pass already did."""
         if self.drafter is None:
-            return False
+            return
         k = self.launcher.decide(cur)
         if cur.fused:
             self.drafter.adopt(cur.plan.rows, out.drafts, k > 0)
         else:
             self.drafter.draft(cur.plan.rows, TargetOutputs(out.starts, cur.hidden, cur.first), k)
-        return cur.fused or self.drafter.eager or k > 0
 
     def _pass_event(
         self, plan: PassPlan, t0: int, duration: int, done: PassCommit, row_bytes: list[int]
