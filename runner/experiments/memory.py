@@ -18,6 +18,7 @@ This module reads and frees memory; execute.py decides when.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 
@@ -59,11 +60,21 @@ def cap_cache() -> None:
 
 
 def release() -> None:
-    """Return what dropped engines held: collect their objects, empty MLX's cache."""
+    """Return what dropped engines held: collect their objects, empty MLX's cache, and hand
+    the freed heap back to the system (glibc keeps it otherwise: a dropped engine's
+    compiled graphs left the resident memory where it was)."""
     import mlx.core as mx
 
     gc.collect()
     mx.clear_cache()
+    _trim_heap()
+
+
+def _trim_heap() -> None:
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to hand back this way
+        pass
 
 
 def over(budget: int | None) -> int | None:
