@@ -151,18 +151,20 @@ class Forward:
         draft_in: Optional[mx.array],
         drafted: mx.array,
         with_drafts: bool,
+        eager: bool = False,
     ):
         """-> (logits (B, K, V), hidden (N, H), greedy (B, K), drafts (B,) or None).
         next_known (N,): the token after each packed position where the host knows it;
         next_from (N,): else the index into greedy.flatten() that holds it (-1: known);
         cand_index (B, 2): the packed position to draft from if the row's draft is
         rejected / accepted; draft_in (B,), drafted (B,) bool: the drafts verified (None:
-        no row carries one); with_drafts False skips the MTP head (drafts None)."""
+        no row carries one); with_drafts False skips the MTP head (drafts None); eager: skip
+        compilation (see main)."""
         layers = self.pool.layers
         spec, ctx_arrays = ctx.flatten()
         if draft_in is None:
             draft_in = mx.zeros(drafted.shape, mx.int32)
-        fn = self._fn("_main_draft", (spec, with_drafts), tokens.shape[0])
+        fn = self._fn("_main_draft", (spec, with_drafts), tokens.shape[0], eager)
         outs = fn(
             tokens,
             out_index,
@@ -179,11 +181,15 @@ class Forward:
         logits, hidden, greedy = outs[:3]
         return logits, hidden, greedy, outs[3] if with_drafts else None
 
-    def main(self, tokens: mx.array, ctx: PassContext, out_index: mx.array) -> tuple[mx.array, mx.array]:
-        """tokens (N,) packed; out_index (B, K) packed positions whose logits are wanted."""
+    def main(
+        self, tokens: mx.array, ctx: PassContext, out_index: mx.array, eager: bool = False
+    ) -> tuple[mx.array, mx.array]:
+        """tokens (N,) packed; out_index (B, K) packed positions whose logits are wanted.
+        eager: skip compilation (a pass carrying prompt tokens: its packed length is the
+        prompt's, rarely seen twice, so it would trace a new graph inside a timed pass)."""
         layers = self.pool.layers[: self.n_main]
         spec, ctx_arrays = ctx.flatten()
-        logits, hidden, *arrays = self._fn("_main", (spec,), tokens.shape[0])(
+        logits, hidden, *arrays = self._fn("_main", (spec,), tokens.shape[0], eager)(
             tokens, out_index, *ctx_arrays, *_pack(layers)
         )
         self._store(layers, arrays, self._graph.has_ik[: self.n_main])

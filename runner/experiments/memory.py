@@ -1,13 +1,13 @@
 """Bounding a run's memory, between cells and never inside a cell's clock.
 
-- What the runner holds (measured over spec-decode-batching-deep, see the report of issue
-  22): Python-side buffers do not grow (a cell's pass and request events are written and
-  dropped when it ends); what is large is one engine per arm, each with its weights, KV
-  pool and the compiled graphs its warm-up traced, all kept for the whole run because the
-  arms interleave; and MLX's buffer cache, which by default may grow to the machine's
-  memory.
-- MLX's buffer cache is capped at CACHE_LIMIT_BYTES for the run, and emptied when an
-  engine goes.
+- What the runner holds (measured over spec-decode-batching-deep, issue 22): not its
+  Python-side buffers (a cell's events are written and dropped when it ends), nor mostly
+  MLX arrays (about 82 MB an engine), but each engine's compiled graphs, one per traced
+  decode shape (about 1.5 MB each on deep, near 800 MB an MTP engine). The arms' engines
+  therefore share their model and its compiled functions (engine/shelf.py): six arms on
+  deep hold three sets of graphs, not six.
+- MLX's buffer cache is capped at CACHE_LIMIT_BYTES for the run; when an engine goes, the
+  cache is emptied and the freed heap handed back to the system.
 - A resident-memory budget (BOTHROWS_RUN_MEMORY_MB; default half the machine's memory):
   when the runner's resident memory after a cell exceeds it, the engines of the arms other
   than the next cell's are released; each starts again, warmed up outside any clock, before
@@ -22,7 +22,7 @@ import ctypes
 import gc
 import os
 
-CACHE_LIMIT_BYTES = 256 << 20
+CACHE_LIMIT_BYTES = 128 << 20  # a pass's transient buffers on deep at batch 4 are a few MB
 BUDGET_ENV = "BOTHROWS_RUN_MEMORY_MB"
 
 
