@@ -201,10 +201,13 @@ class Engine:
 
     def warmup(self, max_context: int) -> int:
         """Compile every decode shape that contexts up to `max_context` tokens can hit
-        (first-time tracing otherwise lands inside timed passes). Returns shapes traced."""
+        (first-time tracing otherwise lands inside timed passes), the pool first grown to
+        what full rows and a full prefix cache can hold. Returns shapes traced."""
         if not self.config.compile:
             return 0
         max_blocks = -(-(max_context + 4) // self.pool.block_size)  # + a queued pass's reach
+        cached = self.config.prefix_cache_bytes // self.pool.block_bytes
+        self.pool.reserve(1 + self.config.max_batch_size * (max_blocks + 1) + cached)
         return self.forward.warm(self.config.max_batch_size, max_blocks, self.drafter is not None)
 
     def clear_prefix_cache(self) -> None:

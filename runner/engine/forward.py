@@ -40,6 +40,12 @@ def _pack(layers: list[LayerKV]) -> list[mx.array]:
     return [a for kv in layers for a in kv.arrays()]
 
 
+def _ids(a: mx.array) -> mx.array:
+    """Token ids as int32, the dtype the warm-up traces: a pass queued ahead feeds its
+    predecessor's argmax (uint32), and a new input dtype is a new trace in a timed pass."""
+    return a if a.dtype == mx.int32 else a.astype(mx.int32)
+
+
 class CompiledPasses(dict):
     """The functions of one loaded model, by pass structure (see Forward._fn). A dict that
     names its model, so a shelf can hold it weakly: it lives while an engine uses it."""
@@ -166,12 +172,12 @@ class Forward:
             draft_in = mx.zeros(drafted.shape, mx.int32)
         fn = self._fn("_main_draft", (spec, with_drafts), tokens.shape[0], eager)
         outs = fn(
-            tokens,
+            _ids(tokens),
             out_index,
             next_known,
             next_from,
             cand_index,
-            draft_in,
+            _ids(draft_in),
             drafted,
             *ctx_arrays,
             *_pack(layers),
@@ -190,7 +196,7 @@ class Forward:
         layers = self.pool.layers[: self.n_main]
         spec, ctx_arrays = ctx.flatten()
         logits, hidden, *arrays = self._fn("_main", (spec,), tokens.shape[0], eager)(
-            tokens, out_index, *ctx_arrays, *_pack(layers)
+            _ids(tokens), out_index, *ctx_arrays, *_pack(layers)
         )
         self._store(layers, arrays, self._graph.has_ik[: self.n_main])
         return logits, hidden
@@ -209,7 +215,7 @@ class Forward:
         layer = self.pool.layers[self.n_main]
         spec, ctx_arrays = ctx.flatten()
         logits, last, *arrays = self._fn("_mtp", (spec,), hidden.shape[0], eager)(
-            hidden, next_tokens, last_index, *ctx_arrays, *_pack([layer])
+            hidden, _ids(next_tokens), last_index, *ctx_arrays, *_pack([layer])
         )
         self._store([layer], arrays, self._graph.has_ik[self.n_main :])
         return logits, last
