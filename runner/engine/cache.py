@@ -69,6 +69,12 @@ class BlockPool:
         if self.refs[block] == 0:
             self.free.append(block)
 
+    def reserve(self, n_blocks: int) -> None:
+        """Grow, as allocation would, until the pool holds n_blocks. The pool's size is part
+        of every traced shape: grown during a measurement, each pass traces again."""
+        while self.n_blocks < n_blocks:
+            self._grow()
+
     def _grow(self) -> None:
         """Double the pool. Rare; the arrays are copied once."""
         old = self.n_blocks

@@ -26,7 +26,7 @@ from .draft_policy import DraftPolicy
 from .drafter import TargetOutputs
 from .drafters import make_drafter
 from .events import Collected, Event, EventSink, PassEvent, RequestEvent
-from .forward import Forward
+from .forward import CompiledPasses, Forward
 from .launch import Launcher
 from .model import Model
 from .passes import Landed, Launched
@@ -34,6 +34,7 @@ from .prefix_cache import PrefixCache
 from .retire import retire_finished
 from .scheduler import PassPlan, Scheduler
 from .sequence import Sequence
+from .shelf import Shelf
 from .verify import PassCommit, commit_pass
 
 DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
@@ -49,7 +50,9 @@ class Engine:
         checkpoint_dir: Path,
         eos: tuple[int, ...] = (),
         sink: Optional[EventSink] = None,
+        passes: Optional[CompiledPasses] = None,
     ):
+        """passes: the model's compiled functions when shared with other engines (shelf.py)."""
         self.model, self.args, self.config, self.tokenizer = model, args, config, tokenizer
         self.checkpoint_dir, self.sink, self.eos = checkpoint_dir, sink, frozenset(eos)
         self.pool = BlockPool(
@@ -63,7 +66,7 @@ class Engine:
         self.scheduler = Scheduler(
             config.max_batch_size, config.prefill_chunk, self.pool, self.prefix, config.max_pass_tokens
         )
-        self.forward = Forward(model, self.pool, config.index_topk, config.compile)
+        self.forward = Forward(model, self.pool, config.index_topk, config.compile, passes)
         self.policy = DraftPolicy(config.draft_policy, config.draft_max_width, config.draft_tokens)
         self.drafter = make_drafter(
             config, self.forward, self.pool, self.scheduler.ensure_blocks, checkpoint_dir
@@ -76,20 +79,23 @@ class Engine:
 
     # ---- construction -------------------------------------------------------------
     @classmethod
-    def from_pretrained(cls, path: str | Path, sink: Optional[EventSink] = None, **knobs) -> "Engine":
+    def from_pretrained(
+        cls, path: str | Path, sink: Optional[EventSink] = None, shelf: Optional[Shelf] = None, **knobs
+    ) -> "Engine":
+        """shelf: take the model, and its compiled functions, from there (shared with the
+        shelf's other engines of the same model)."""
         config = EngineConfig.from_kwargs(**knobs)
         directory = ckpt.resolve_checkpoint(path)
         args = ckpt.read_args(directory)
         ckpt.check_knobs(directory, args, config)
-        model = ckpt.load_model(
-            directory,
-            args,
-            with_mtp=config.mtp_layer,
-            with_indexer=config.index_topk > 0,
-            dtype=DTYPES[config.dtype],
+        which = dict(
+            with_mtp=config.mtp_layer, with_indexer=config.index_topk > 0, dtype=DTYPES[config.dtype]
         )
+        passes = shelf.load(directory, args, **which) if shelf is not None else None
+        model = passes.model if passes is not None else ckpt.load_model(directory, args, **which)
         tokenizer = ckpt.load_tokenizer(directory)
-        return cls(model, args, config, tokenizer, directory, ckpt.eos_ids(directory, args, tokenizer), sink)
+        eos = ckpt.eos_ids(directory, args, tokenizer)
+        return cls(model, args, config, tokenizer, directory, eos, sink, passes)
 
     @classmethod
     def check_knobs(cls, path: str | Path, **knobs) -> EngineConfig:
@@ -195,12 +201,15 @@ class Engine:
 
     def warmup(self, max_context: int) -> int:
         """Compile every decode shape that contexts up to `max_context` tokens can hit
-        (first-time tracing otherwise lands inside timed passes). Returns shapes traced."""
+        (first-time tracing otherwise lands inside timed passes), the pool first grown to
+        what full rows and a full prefix cache can hold. Returns shapes traced."""
         if not self.config.compile:
             return 0
         ks = self._draft_lengths()
         rows = self.config.max_batch_size
         max_blocks = -(-(max_context + 3 + max(ks, default=0)) // self.pool.block_size)  # + a pass's reach
+        cached = self.config.prefix_cache_bytes // self.pool.block_bytes
+        self.pool.reserve(1 + rows * (max_blocks + 1) + cached)
         traced = sum(self.forward.warm(rows, max_blocks, 1 + k, self.config.mtp_layer) for k in ks or (0,))
         return traced + (self.drafter.warm(rows, max_context, ks) if self.drafter is not None else 0)
 

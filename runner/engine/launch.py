@@ -211,6 +211,9 @@ class Launcher:
     ) -> Launched:
         """Queue the target pass, with the MTP layer fused in when `mtp` is given."""
         drafts = None
+        # A pass carrying prompt tokens runs uncompiled: the warm-up traces decode shapes,
+        # and a short prefill's packed length would trace a graph of its own in a timed pass.
+        eager = plan.prefill_tokens > 0
         if mtp is not None:
             logits, hidden, greedy, drafts = self.forward.main_and_draft(
                 tokens,
@@ -222,9 +225,10 @@ class Launcher:
                 draft_in,
                 mx.array([d > 0 for d in plan.drafted]),
                 self._drafts_wanted_after(len(plan.rows)),
+                eager,
             )
         else:
-            logits, hidden = self.forward.main(tokens, ctx, out_index)
+            logits, hidden = self.forward.main(tokens, ctx, out_index, eager)
             greedy = mx.argmax(logits, axis=-1)
         mx.async_eval(greedy, hidden, *([drafts] if drafts is not None else []))
         return Launched(plan, first, logits, hidden, greedy, drafts, starts, draft_in, mtp is not None, ahead)

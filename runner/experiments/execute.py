@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.engine.checkpoint import checkpoint_sha256
+from runner.engine.shelf import Shelf
 from runner.runtimes import Runtime, RuntimeFault, start
 from runner.store.cell import CellRecord
 from runner.store.cell_folders import CellFolders
@@ -145,13 +146,16 @@ def run_cell(
     return rows.close(t0, passes)
 
 
-def start_arm(exp: Experiment, arm: str, checkpoint: Path) -> Runtime | RuntimeFault:
+def start_arm(
+    exp: Experiment, arm: str, checkpoint: Path, shelf: Shelf | None = None
+) -> Runtime | RuntimeFault:
     """The arm's runtime, started and warmed up; a RuntimeFault (a server that cannot be
-    started or reached) is returned, to fail each of the arm's cells with its line."""
+    started or reached) is returned, to fail each of the arm's cells with its line.
+    shelf: the run's loaded models, shared by its arms' engines (engine/shelf.py)."""
     runtime = None
     w = exp.workload
     try:
-        runtime = start(exp.runtime(arm), exp.runtime_knobs(arm), checkpoint)
+        runtime = start(exp.runtime(arm), exp.runtime_knobs(arm), checkpoint, shelf)
         runtime.warm_up(w.prompt_tokens, w.max_new_tokens, exp.seed, w.max_context)
         return runtime
     except RuntimeFault as fault:
@@ -209,6 +213,7 @@ def run_experiment(
         runtimes: dict[str, Runtime | RuntimeFault] = {}
         model_sha256 = checkpoint_sha256(checkpoint)
         memory.cap_cache()
+        shelf = Shelf()  # arms on the same model share it and its compiled functions
         machine = probe.measure()  # once per invocation, before any engine holds memory
         progress.note(
             f"machine probe: prefill-sized products {machine.prefill_gflops:g} GFLOP/s, decode-sized "
@@ -219,7 +224,7 @@ def run_experiment(
             for k, cell in enumerate(todo, 1):
                 if cell.arm not in runtimes:
                     progress.note(f"loading and warming up {exp.runtime(cell.arm)} for arm {cell.arm}")
-                    runtimes[cell.arm] = start_arm(exp, cell.arm, checkpoint)
+                    runtimes[cell.arm] = start_arm(exp, cell.arm, checkpoint, shelf)
                 _cell(
                     st,
                     exp,

@@ -1,13 +1,14 @@
 """Bounding a run's memory, between cells and never inside a cell's clock.
 
-- What the runner holds (measured over spec-decode-batching-deep, see the report of issue
-  22): Python-side buffers do not grow (a cell's pass and request events are written and
-  dropped when it ends); what is large is one engine per arm, each with its weights, KV
-  pool and the compiled graphs its warm-up traced, all kept for the whole run because the
-  arms interleave; and MLX's buffer cache, which by default may grow to the machine's
-  memory.
-- MLX's buffer cache is capped at CACHE_LIMIT_BYTES for the run, and emptied when an
-  engine goes.
+- What the runner holds (measured over spec-decode-batching-deep, issue 22): not its
+  Python-side buffers (a cell's events are written and dropped when it ends), nor mostly
+  MLX arrays (about 82 MB an engine), but each engine's compiled graphs, one per traced
+  decode shape (about 1.5 MB each on deep, near 800 MB an MTP engine). The arms' engines
+  therefore share their model and its compiled functions (engine/shelf.py): six arms on
+  deep hold three sets of graphs, not six. Short prefills, which traced a graph of their
+  own inside timed passes and kept it, run uncompiled (engine/launch.py).
+- MLX's buffer cache is capped at CACHE_LIMIT_BYTES for the run; when an engine goes, the
+  cache is emptied and the freed heap handed back to the system.
 - A resident-memory budget (BOTHROWS_RUN_MEMORY_MB; default half the machine's memory):
   when the runner's resident memory after a cell exceeds it, the engines of the arms other
   than the next cell's are released; each starts again, warmed up outside any clock, before
@@ -18,10 +19,11 @@ This module reads and frees memory; execute.py decides when.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 
-CACHE_LIMIT_BYTES = 256 << 20
+CACHE_LIMIT_BYTES = 128 << 20  # a pass's transient buffers on deep at batch 4 are a few MB
 BUDGET_ENV = "BOTHROWS_RUN_MEMORY_MB"
 
 
@@ -59,11 +61,21 @@ def cap_cache() -> None:
 
 
 def release() -> None:
-    """Return what dropped engines held: collect their objects, empty MLX's cache."""
+    """Return what dropped engines held: collect their objects, empty MLX's cache, and hand
+    the freed heap back to the system (glibc keeps it otherwise: a dropped engine's
+    compiled graphs left the resident memory where it was)."""
     import mlx.core as mx
 
     gc.collect()
     mx.clear_cache()
+    _trim_heap()
+
+
+def _trim_heap() -> None:
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to hand back this way
+        pass
 
 
 def over(budget: int | None) -> int | None:

@@ -28,16 +28,16 @@ _CLASSES = {
 }
 
 
-def start(runtime: str, knobs: dict, checkpoint: Path) -> Runtime:
+def start(runtime: str, knobs: dict, checkpoint: Path, shelf=None) -> Runtime:
     """A started runtime for an arm. `knobs` are the arm's merged knobs: for bothrows the
-    engine's (without "runtime"), for the others knobs.check()'s effective knobs.
-    Raises RuntimeFault when a server cannot be started."""
+    engine's (without "runtime"), for the others knobs.check()'s effective knobs. `shelf`
+    (a runner.engine.shelf.Shelf): where bothrows engines share a loaded model and its
+    compiled functions. Raises RuntimeFault when a server cannot be started."""
     module, cls = _CLASSES[runtime]
     impl = getattr(importlib.import_module(f"{__name__}.{module}"), cls)
-    return impl(
-        {k: v for k, v in knobs.items() if k != "runtime"} if runtime == DEFAULT_RUNTIME else knobs,
-        checkpoint,
-    )
+    if runtime == DEFAULT_RUNTIME:
+        return impl({k: v for k, v in knobs.items() if k != "runtime"}, checkpoint, shelf)
+    return impl(knobs, checkpoint)
 
 
 __all__ = ["DEFAULT_RUNTIME", "RUNTIMES", "Finished", "Runtime", "RuntimeFault", "start"]

@@ -13,6 +13,7 @@ import random
 from pathlib import Path
 
 from runner.engine import Engine, PassEvent
+from runner.engine.shelf import Shelf
 
 from .base import WARMUP_NEW_TOKENS, Finished, Runtime
 
@@ -31,8 +32,8 @@ class PassBuffer:
 class Bothrows(Runtime):
     name = "bothrows"
 
-    def __init__(self, knobs: dict, checkpoint: Path):
-        self.engine = Engine.from_pretrained(checkpoint, **knobs)
+    def __init__(self, knobs: dict, checkpoint: Path, shelf: Shelf | None = None):
+        self.engine = Engine.from_pretrained(checkpoint, shelf=shelf, **knobs)
         super().__init__(self.engine.config.as_dict(), checkpoint)
         self.buffer: PassBuffer | None = None
 
