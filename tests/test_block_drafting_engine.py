@@ -163,3 +163,25 @@ def test_the_drafter_evaluation_runs_on_a_checkpoint(block_checkpoint):
     res = evaluate_drafter(block_checkpoint, limit=4, log=lambda m: None)
     assert res["prompts"] >= 1 and res["rounds"] > 0
     assert res["tau"] == pytest.approx(1 + sum(res["acceptance_at"]))
+
+
+def test_a_block_arm_and_a_plain_arm_on_one_shelf_keep_their_own_graphs():
+    """Engines of one model share compiled functions (shelf.py); the block drafter's
+    target pass returns other outputs (its features), so it must not share those."""
+    from runner.engine.shelf import Shelf
+
+    shelf = Shelf()
+    prompts = [[int(t) for t in np.random.default_rng(i).integers(10, 2000, 20 + 7 * i)] for i in range(3)]
+    plain = Engine.from_pretrained("tiny", shelf=shelf, max_batch_size=4)
+    block = Engine.from_pretrained(  # solo: its batched passes have the plain engine's shapes
+        "tiny", shelf=shelf, max_batch_size=4, mtp=True, drafter="block", draft_tokens=4, draft_policy="solo"
+    )
+    assert block.model is plain.model
+    for eng in (plain, block):
+        eng.warmup(64)
+    ref = plain.generate(prompts, max_new_tokens=12)
+    outs, passes, _ = block.collect(prompts, 12)
+    assert outs == ref and any(p.width > 1 and not p.drafted for p in passes)
+    outs, passes, _ = block.collect(prompts[:1], 12)  # alone: it drafts
+    assert outs == ref[:1] and any(p.drafted for p in passes)
+    assert plain.generate(prompts, max_new_tokens=12) == ref
