@@ -96,34 +96,43 @@ def test_block_drafting_is_lossless_for_any_k(
         assert 0 <= p.accepted <= p.drafted <= p.width * k
     # Every retired row's drafter context is gone, and a live one never reaches past
     # the row's verified positions (checked after each pass below).
-    assert eng.state_bytes() == 0 and not eng.drafter.cache._rows
+    assert eng.state_bytes() == 0 and not eng.drafter.cache._rows and not eng.drafter._backlog
 
 
 def test_the_context_never_holds_an_unverified_position(block_engines):
+    """What the drafter holds of a row (its context and its backlog) ends exactly at the
+    row's verified positions after every pass; a drafting row's context holds them all."""
     prompts = [list(range(3, 40)), list(range(50, 61)), [7, 8, 9]]
-    eng = block_engines(max_batch_size=3, prefill_chunk=8, mtp=True, drafter="block", draft_tokens=4)
+    eng = block_engines(
+        max_batch_size=3, prefill_chunk=8, mtp=True, drafter="block", draft_tokens=4, draft_policy="solo"
+    )
     for i, p in enumerate(prompts):
-        eng.add_request(p, 10 + i)
-    seen = 0
+        eng.add_request(p, 10 + 6 * i)
+    seen = backlogged = 0
     while eng.has_work():
         eng.step()
         for seq in eng.scheduler.running:
-            cache = eng.drafter.cache
-            rid = seq.request_id
-            assert cache.end(rid) <= seq.computed  # verified positions only
-            if not seq.prefilling and cache.length(rid):
-                assert cache.end(rid) == seq.computed  # and all of them
+            d, rid = eng.drafter, seq.request_id
+            assert d.cache.end(rid) <= seq.computed  # verified positions only
+            if seq.prefilling:
+                continue
+            assert d._end(rid) == seq.computed  # and all of them
+            if seq.drafts:
+                assert d.cache.end(rid) == seq.computed and rid not in d._backlog
                 seen += 1
-    assert seen > 5
+            elif rid in d._backlog:
+                backlogged += 1
+    assert seen > 3 and backlogged > 3  # solo: batched passes backlog, the last row alone drafts
 
 
-def test_block_drafting_state_bytes_count_the_context(block_engines):
+def test_block_drafting_state_bytes_count_the_context_and_backlog(block_engines):
     eng = block_engines(max_batch_size=2, mtp=True, drafter="block", draft_tokens=4)
     eng.add_request(list(range(1, 30)), 8)
-    eng.step()
+    eng.step()  # prefill: its features are backlogged, then drafted from
     seq = eng.scheduler.running[0]
-    assert eng.drafter.row_bytes(seq) == eng.drafter.cache.nbytes(seq.request_id) > 0
-    assert eng.state_bytes() == len(seq.blocks) * eng.pool.block_bytes + eng.drafter.row_bytes(seq)
+    d = eng.drafter
+    assert d.row_bytes(seq) == d.cache.nbytes(seq.request_id) > 0
+    assert eng.state_bytes() == len(seq.blocks) * eng.pool.block_bytes + d.row_bytes(seq)
     while eng.has_work():
         eng.step()
 

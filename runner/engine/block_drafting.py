@@ -1,9 +1,12 @@
 """The block drafter behind drafter.py's interface: k drafts a row from one drafter pass.
 
 - The target pass hands over its drafter features (`TargetOutputs.hidden`: a few spread
-  layers' states concatenated, `Forward(feature_layers=...)`). The row's verified
-  positions among them go into its `ContextCache`; a rejected position never does, since
-  the engine calls `draft` after verification.
+  layers' states concatenated, `Forward(feature_layers=...)`). Each row's verified
+  positions among them are kept as a backlog of slices (counted in its state bytes); a
+  rejected position never is, since the engine calls `draft` after verification. Only
+  when the row drafts does the backlog go through the drafter's context projection into
+  its `ContextCache`: a pass that does not draft costs the drafter nothing but a slice,
+  and may be queued ahead like a plain one (not `eager`).
 - A row's context starts where the engine first showed it one: at 0, or after the
   prefix cache's share of its prompt (those positions were never computed here, so the
   drafter reads less context there; the drafts are only proposals, losslessness holds).
@@ -15,6 +18,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import mlx.core as mx
 import numpy as np
@@ -27,8 +31,14 @@ from .sampler import probs, sample
 from .sequence import Sequence
 
 
+class Backlog(NamedTuple):
+    start: int  # absolute position of the first backlogged feature row
+    parts: list  # (n_i, n*H) feature slices, in order
+    nbytes: int
+
+
 class BlockDrafting:
-    eager = True  # the context cache takes every pass's verified positions
+    eager = False  # a pass that does not draft only backlogs its features
 
     def __init__(self, target: Model, checkpoint_dir: Path, compile: bool = True):
         self.target = target
@@ -36,6 +46,7 @@ class BlockDrafting:
         self.cache = ContextCache(self.drafter)
         self._compile = compile
         self._proposers: dict[int, object] = {}  # k -> the drafter pass, compiled per k
+        self._backlog: dict[int, Backlog] = {}  # row -> verified features not yet in its context
 
     def _proposer(self, k: int):
         """propose for k drafts, as one compiled graph per (rows, context bucket) shape
@@ -65,29 +76,45 @@ class BlockDrafting:
     def feature_layers(self) -> tuple[int, ...]:
         return self.drafter.cfg.target_layers
 
+    def _end(self, rid: int) -> int:
+        """The absolute position after the row's last verified position held."""
+        b = self._backlog.get(rid)
+        return b.start + sum(p.shape[0] for p in b.parts) if b else self.cache.end(rid)
+
+    def _flush(self, rid: int) -> None:
+        """Project the row's backlog into its context cache (lazily; settled after)."""
+        b = self._backlog.pop(rid, None)
+        if b is not None:
+            feats = b.parts[0] if len(b.parts) == 1 else mx.concatenate(b.parts)
+            self.cache.append(rid, feats, b.start)
+
     def draft(self, rows: list[Sequence], target: TargetOutputs, k: int) -> None:
         for b, seq in enumerate(rows):
             seq.drafts, seq.draft_probs = [], []
             if seq.finished:
                 continue
-            rid, start = seq.request_id, target.starts[b]
-            if self.cache.length(rid) and self.cache.end(rid) != start:
-                self.cache.drop(rid)  # a gap (never expected): restart the row's context here
-            n = seq.computed - start
+            rid, start, n = seq.request_id, target.starts[b], seq.computed - target.starts[b]
+            held = rid in self._backlog or self.cache.length(rid) > 0
+            if held and self._end(rid) != start:
+                self.release(seq)  # a gap (never expected): restart the row's context here
             if n > 0:
-                self.cache.append(rid, target.hidden[target.first[b] : target.first[b] + n], start)
+                part = target.hidden[target.first[b] : target.first[b] + n]
+                old = self._backlog.get(rid)
+                base = old.start if old else (self.cache.end(rid) if self.cache.length(rid) else start)
+                parts = (old.parts if old else []) + [part]
+                self._backlog[rid] = Backlog(base, parts, (old.nbytes if old else 0) + part.nbytes)
         drafting = [s for s in rows if k > 0 and not s.finished and not s.prefilling]
         if drafting:
+            for s in drafting:
+                self._flush(s.request_id)
             self._draft_rows(drafting, k)
-        else:
-            self.cache.settle()
 
     def _draft_rows(self, seqs: list[Sequence], k: int) -> None:
         ids = [s.request_id for s in seqs]
         ctx, lens, ends = self.cache.gather(ids)
         anchors = mx.array([s.tokens[-1] for s in seqs], mx.int32)
         out = Proposal(*self._proposer(k)(ctx, lens, anchors, ends))
-        self.cache.settle()  # rows not drafting this pass
+        self.cache.settle(ids)
         if all(s.temperature == 0.0 for s in seqs):
             for s, drafts in zip(seqs, out.tokens.tolist()):
                 s.drafts = drafts
@@ -104,16 +131,20 @@ class BlockDrafting:
 
     def rollback(self, seq: Sequence, verified: int) -> None:
         rid = seq.request_id
-        if self.cache.length(rid) and self.cache.end(rid) > verified:
+        if self._end(rid) > verified and (rid in self._backlog or self.cache.length(rid)):
+            self._flush(rid)
             self.cache.trim(rid, max(verified, self.cache.base(rid)))
 
     def release(self, seq: Sequence) -> None:
         self.cache.drop(seq.request_id)
+        self._backlog.pop(seq.request_id, None)
 
     def verified_in_pool(self, seq: Sequence) -> int:
         return seq.computed  # no drafter state in the pool blocks
 
     def row_bytes(self, seq: Sequence) -> int:
-        """The row's cached context (each drafter layer's keys and values) and a sampling
-        row's draft distributions."""
-        return self.cache.nbytes(seq.request_id) + sum(q.nbytes for q in seq.draft_probs)
+        """The row's cached context (each drafter layer's keys and values), its backlog of
+        features, and a sampling row's draft distributions."""
+        b = self._backlog.get(seq.request_id)
+        own = self.cache.nbytes(seq.request_id) + (b.nbytes if b else 0)
+        return own + sum(q.nbytes for q in seq.draft_probs)
