@@ -99,7 +99,7 @@ def test_a_runs_resident_memory_stays_within_ten_percent_after_its_fourth_cell(t
     """A real `runner run` in a child process (its memory is the run's alone), its resident
     memory read after each cell. Before arms shared their model, the fifth and sixth arms'
     engines added their own compiled graphs: 600 MB after cell 7 against 490 MB after
-    cell 4 (+22%); shared, 424 against 413 (+3%), on a shared 2-core machine."""
+    cell 4 (+22%); shared, 419 against 408 (+3%), on a shared 2-core machine."""
     decl = tmp_path / "six.toml"
     decl.write_text(DECLARATION)
     child = subprocess.Popen(

@@ -70,16 +70,18 @@ class BlockPool:
             self.free.append(block)
 
     def reserve(self, n_blocks: int) -> None:
-        """Grow, as allocation would, until the pool holds n_blocks. The pool's size is part
-        of every traced shape: grown during a measurement, each pass traces again."""
-        while self.n_blocks < n_blocks:
-            self._grow()
+        """Grow the pool to hold n_blocks (exactly, where allocation doubles). The pool's
+        size is part of every traced shape: grown during a measurement, each pass traces
+        again."""
+        if self.n_blocks < n_blocks:
+            self._grow(n_blocks - self.n_blocks)
 
-    def _grow(self) -> None:
-        """Double the pool. Rare; the arrays are copied once."""
+    def _grow(self, added: int | None = None) -> None:
+        """Add `added` blocks (default: double the pool). Rare; the arrays are copied once."""
         old = self.n_blocks
+        added = added or old
         for kv in self.layers:
-            extra = self._empty_layer(old, kv.ik is not None)
+            extra = self._empty_layer(added, kv.ik is not None)
             heads = 2 * self.args.num_key_value_heads  # head-major rows: grow each head's run
             kv.kv = mx.concatenate(
                 [kv.kv.reshape(heads, -1, kv.kv.shape[-1]), extra.kv.reshape(heads, -1, kv.kv.shape[-1])],
@@ -87,7 +89,7 @@ class BlockPool:
             ).reshape(-1, kv.kv.shape[-1])
             if kv.ik is not None:
                 kv.ik = mx.concatenate([kv.ik, extra.ik])
-        self.n_blocks = 2 * old
-        self.refs.extend([0] * old)
+        self.n_blocks = old + added
+        self.refs.extend([0] * added)
         self.free = list(range(self.n_blocks - 1, old - 1, -1)) + self.free
         mx.eval([a for kv in self.layers for a in kv.arrays()])

@@ -5,8 +5,10 @@
   MLX arrays (about 82 MB an engine), but each engine's compiled graphs, one per traced
   decode shape (about 1.5 MB each on deep, near 800 MB an MTP engine). The arms' engines
   therefore share their model and its compiled functions (engine/shelf.py): six arms on
-  deep hold three sets of graphs, not six. Short prefills, which traced a graph of their
-  own inside timed passes and kept it, run uncompiled (engine/launch.py).
+  deep hold three sets of graphs, not six. What grew after the arms were up was graphs
+  traced inside timed passes and kept: short prefills (now uncompiled, engine/launch.py),
+  every decode shape again when the pool grew (the warm-up now sizes it first) or when a
+  queued pass fed uint32 ids (now int32, engine/forward.py).
 - MLX's buffer cache is capped at CACHE_LIMIT_BYTES for the run; when an engine goes, the
   cache is emptied and the freed heap handed back to the system.
 - A resident-memory budget (BOTHROWS_RUN_MEMORY_MB; default half the machine's memory):
