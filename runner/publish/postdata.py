@@ -124,6 +124,7 @@ class PostData:
             c.chip_id: (labels or chip_labels(self.chips)).get(c.chip_id, c.name) for c in self.chips
         }
         self.now = views.get(experiment, quick, None)
+        self.rates = tuple(self.reader.sweep_rates(experiment, quick))  # empty: not a rate sweep
         self.cells = self.now.cells
         self.busy = self.reader.busy_cells(experiment, quick)
         self.short = self.reader.short_cells(experiment, quick)  # (chip, arm, c) -> ShortCount
