@@ -92,3 +92,18 @@ def test_the_chart_of_a_sweep_draws_every_rate(sweep, tmp_path):
     assert names == sorted(f"{a} at {r:g} req/s" for a in "ab" for r in RATES)
     assert all(len(t["x"]) == 2 for t in by_conc["data"])  # concurrency 1 and 2
     assert "by offered rate;" in html and "by concurrency at 2 req/s, 4 req/s, 8 req/s;" in html
+
+
+def test_a_value_on_a_sweep_names_its_rate(sweep, tmp_path):
+    db, ttft = sweep
+    stated = f"{ttft[('b', 2, 4.0)]:.1f}"
+    body = (
+        f'{{{{ claim("{stated}", metric("ttft_mean_ms", arm="b", concurrency=2, rate=4)) }}}}\n\n'
+        '{{ claim("1", metric("ttft_mean_ms", arm="b", concurrency=2)) }}\n\n'
+        '{{ claim("1", gain("ttft_mean_ms", arm="b", base="a", concurrency=2)) }}\n\n'
+        '{{ claim("1", metric("ttft", arm="b", concurrency=2, q=0.95)) }}'
+    )
+    result, _ = page(tmp_path, db, body)
+    named = [w for w in result.warnings if "name one (rate=...)" in w]
+    assert len(named) == 3 and all("sweeps the offered rate (2, 4, 8 req/s)" in w for w in named)
+    assert not [w for w in result.warnings if f"stated '{stated}'" in w]  # its own rate's figure
