@@ -22,7 +22,7 @@ chosen AS (
     SELECT * FROM runs
     WHERE experiment = $experiment AND status = 'complete' AND quick = $quick
       AND ($as_of::TIMESTAMP IS NULL OR started_at < $as_of::TIMESTAMP)
-    QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, round
+    QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, rate, round
                                ORDER BY started_at DESC, run_id DESC) = 1
 )"""
 
