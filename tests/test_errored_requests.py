@@ -1,18 +1,41 @@
-"""Errored requests: against a real mlx_lm.server (conftest's `server`), an arm whose read
-timeout is far too short for any answer has every request error. The cell still
-completes; each errored request is stored with what happened and no first token; the
-page's table row says how many errored; a claim on that cell fails with that reason; the
-other arm's cell and claim are untouched; the JSON export counts them."""
+"""Errored requests: against a real mlx_lm.server (conftest's `server`), stopped (SIGSTOP)
+while one arm's cells run, so each of that arm's requests gets no answer within its read
+timeout and errors (a real stall, not a stub). The cell still completes; each errored
+request is stored with what happened and no first token; the page's table row says how
+many errored; a claim on that cell fails with that reason; the other arm's cell and claim
+are untouched; the JSON export counts them."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import textwrap
 
 import duckdb
 from publish_project import build_site, write_project
 
 from runner.cli import main as cli
+from runner.experiments.declaration import load
+from runner.experiments.execute import run_experiment
+from runner.experiments.progress import Progress
+
+
+class StopServerInStalledCells(Progress):
+    """The server stops (SIGSTOP) as each `stalled` cell starts and goes on when it ends."""
+
+    def __init__(self, pid: int):
+        super().__init__(mode="plain")
+        self.pid = pid
+
+    def cell_started(self, cell, target):
+        super().cell_started(cell, target)
+        if cell.arm == "stalled":
+            os.kill(self.pid, signal.SIGSTOP)
+
+    def cell_finished(self, *args, **kwargs):
+        os.kill(self.pid, signal.SIGCONT)
+        return super().cell_finished(*args, **kwargs)
 
 
 def declaration(base_url: str) -> str:
@@ -37,10 +60,10 @@ def declaration(base_url: str) -> str:
         runtime = "openai"
         base_url = "{base_url}"
 
-        [arms.stalled]                   # no answer within 1 ms: every request errors
+        [arms.stalled]                   # its server is stopped while its cells run
         runtime = "openai"
         base_url = "{base_url}"
-        read_timeout_s = 0.001
+        read_timeout_s = 1
         """)
 
 
@@ -59,11 +82,15 @@ Stalled: {{ claim("0", metric("completed", arm="stalled", concurrency=1)) }} a r
 
 
 def test_errored_requests_are_stored_counted_on_the_page_and_fail_a_claim(server, tmp_path):
-    base_url, _ = server
+    base_url, pid = server
     decl = tmp_path / "errs.toml"
     decl.write_text(declaration(base_url))
     db = tmp_path / "runs.duckdb"
-    assert cli(["run", str(decl), "--db", str(db)]) == 0
+    try:
+        summary = run_experiment(load(decl), db, StopServerInStalledCells(pid))
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert summary.completed == 4 and not summary.faults
     con = duckdb.connect(str(db), read_only=True)
     try:
         rows = con.execute(
@@ -76,7 +103,7 @@ def test_errored_requests_are_stored_counted_on_the_page_and_fail_a_claim(server
     stalled = [r for r in rows if r[0] == "stalled"]
     assert len(answered) == 4 and all(r[1:4] == ("complete", False, False) for r in answered)
     assert len(stalled) == 4 and all(r[1:4] == ("complete", True, True) for r in stalled)
-    assert all(base_url in r[4] and "0.001 s" in r[4] for r in stalled)  # what happened, and where
+    assert {r[4] for r in stalled} == {f"openai at {base_url}: did not answer within 1 s"}
 
     result = build_site(write_project(tmp_path / "site", db, {"p.md": POST}))
     claims = [w for w in result.warnings if "stated '" in w]
