@@ -55,7 +55,7 @@ def test_the_regime_table_shows_every_swept_rate_with_that_rates_figures(sweep, 
     assert result.ok, result.warnings
     rows = re.findall(
         r'<tr class="bothrows-pair-row" data-chip="[^"]*" data-arm="(\w)" data-concurrency="(\d)" '
-        r'data-rate="([\d.]+)">\n<td>.*?</td><td>[^<]*</td><td>([\d.]+)</td><td>([\d,.]+)',
+        r'data-rate="([\d.]+)">\n<td>.*?</td><td>[^<]*</td><td>([\d.]+)</td>\s*<td>([\d,.]+)',
         html,
     )
     assert all(r == shown_rate for *_, r, shown_rate, _ in rows)  # the rate column
