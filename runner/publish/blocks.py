@@ -64,9 +64,10 @@ def _rate_series(data: PostData, metric: str, views: dict) -> list[charts.Series
     return out
 
 
-def chip_figures(data: PostData, name: str, series: list[charts.Series], **axes) -> Markup:
+def chip_figures(data: PostData, name: str, series: list[charts.Series], decorate=None, **axes) -> Markup:
     """One figure per chip (its series only), as chip tabs when there are several; axes:
-    panel_figure's arguments after the chips and arms."""
+    panel_figure's arguments after the chips and arms; decorate(fig): what a chart adds to
+    each chip's figure (a declared limit, say)."""
     panes = []
     for chip in data.regimes.chips:
         fig = charts.panel_figure(
@@ -76,6 +77,8 @@ def chip_figures(data: PostData, name: str, series: list[charts.Series], **axes)
             colors=data.state.arm_colors,
             **axes,
         )
+        if decorate is not None:
+            decorate(fig)
         div_id = charts.chart_id(data.key, name, chip, len(data.state.blocks))
         panes.append(ChipPane(chip, data.chip_names[chip], figure_div(div_id, fig)))
     return chip_tabs(panes, data.judging.chip_id, set_id(data, name))
