@@ -156,3 +156,45 @@ def test_every_shipped_post_answers_on_its_first_screen_and_stays_short(site, tm
         assert seen["headline"] and seen["headline"][1] <= 900, (page, seen)
         assert seen["broken_headers"] == [], (page, seen)
         assert seen["height"] <= 12_000, (page, seen)
+
+
+def test_the_capacity_post_answers_first_shows_every_rate_and_stays_a_few_screens(site, tmp_path, capsys):
+    """capacity-under-an-slo: its capacity claims hold with their intervals in the audit;
+    at 1280 px its charts draw with a clean console, the answer and the first chart are on
+    the first screen, and the page stays under 6,500 px; its regime table has every swept
+    rate at batch 1 and at the ceiling for both arms."""
+    site_dir, _ = site
+    assert cli(["audit", "--config-file", str(REPO / "mkdocs.yml")]) == 0
+    out = capsys.readouterr().out
+    caps = re.findall(
+        r"^  blog/posts/capacity-under-an-slo\.md:\d+ .*req/s'  measured .*95% \[.*\]  ok ", out, re.M
+    )
+    assert len(caps) == 2, out
+    page = next(
+        p for p in site_dir.glob("blog/20*/**/index.html") if "capacity-under-an-slo" in p.read_text()
+    )
+    html = page.read_text()
+    rows = set(
+        re.findall(
+            r'bothrows-pair-row" [^>]*data-arm="([^"]+)" data-concurrency="(\d)" data-rate="([\d.]+)"', html
+        )
+    )
+    assert rows == {
+        (a, c, r) for a in ("max-batch-1", "max-batch-4") for c in "14" for r in ("0.5", "1", "2", "4", "8")
+    }
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(site_dir)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        rel = page.parent.relative_to(site_dir).as_posix()
+        run = chromium(tmp_path, "--dump-dom", f"{base}/{rel}/")
+        seen = layout(tmp_path, site_dir, base, rel)
+    finally:
+        server.shutdown()
+    chart_ids = re.findall(r'<div class="bothrows-chart" id="([^"]+)"', html)
+    assert len(chart_ids) == 4  # goodput, TTFT p99, TPOT p99 by rate; the Pareto chart
+    for chart_id in chart_ids:
+        start = run.stdout.index(f'id="{chart_id}"')
+        assert "main-svg" in run.stdout[start : run.stdout.index("</figure>", start)], chart_id
+    assert console_messages(run.stderr) == []
+    assert seen["headline"] and seen["headline"][1] <= 900 and seen["height"] <= 6_500, seen

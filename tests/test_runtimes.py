@@ -171,7 +171,7 @@ def test_every_request_carries_its_token_times_for_the_tokens_table(server, tmp_
     assert rows.stored_tokens() == {r["request_id"]: r["token_ns"] for r in rows.requests}
 
 
-def test_http_errors_and_a_silent_server_are_one_line_faults(server, tmp_path):
+def test_a_wrong_path_is_a_one_line_fault_and_a_silent_server_s_requests_error(server, tmp_path):
     base_url, pid = server
     decl = tmp_path / "faults.toml"
     decl.write_text(
@@ -190,13 +190,14 @@ def test_http_errors_and_a_silent_server_are_one_line_faults(server, tmp_path):
         one_cell(decl, "wrong-path", 1)
     assert str(err.value).startswith(f"openai at {base_url.removesuffix('/v1')}/nope: answered HTTP 404")
     os.kill(pid, signal.SIGSTOP)  # the server stops answering (a real stall, not a stub)
-    try:
-        with pytest.raises(RuntimeFault) as err:
-            one_cell(decl, "slow", 1)
+    try:  # each request errors, saying so in one line; the cell goes on and keeps them
+        rows = one_cell(decl, "slow", 1)
     finally:
         os.kill(pid, signal.SIGCONT)
-    assert str(err.value) == f"openai at {base_url}: did not answer within 1 s"
-    assert "\n" not in str(err.value)
+    assert rows.requests and {r["error"] for r in rows.requests} == {
+        f"openai at {base_url}: did not answer within 1 s"
+    }
+    assert all(r["first_token_ns"] is None and r["output_tokens"] == 0 for r in rows.requests)
 
 
 class KillServerInCell(Progress):

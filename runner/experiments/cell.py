@@ -3,7 +3,8 @@ driver (execute.run_cell) and the open-loop one (openloop.py).
 
 A finished request becomes one request row (times relative to the cell's t0) plus its
 per-token times (token_ns: when each output token arrived, the tokens table's rows;
-None when the runtime cannot tell, which is stored as no rows, never as zeros). Rows are
+None when the runtime cannot tell, which is stored as no rows, never as zeros). A request
+that errored is a row too, with its error, no first token and done_ns when it failed. Rows are
 kept with the runtime's raw perf_counter_ns readings while the cell runs and made
 cell-relative once it has ended (close()), so the loop that is being timed does as little
 as it can. This module runs nothing and knows nothing about the store's tables beyond
@@ -74,6 +75,7 @@ class CellRows:
                 "output_sha256": None if ev.tokens is None else output_sha256(ev.tokens),
                 "token_ns": ev.token_ns,
                 "asked_tokens": asked_tokens,
+                "error": ev.error,
             }
         )
 
@@ -81,7 +83,8 @@ class CellRows:
         """Make every time relative to t0, take the cell's passes, order rows by request id."""
         for row in self.requests:
             row["arrival_ns"] -= t0
-            row["first_token_ns"] -= t0
+            if row["first_token_ns"] is not None:  # None: the request errored
+                row["first_token_ns"] -= t0
             row["done_ns"] -= t0
             times = row["token_ns"]
             row["token_ns"] = None if times is None else tuple(t - t0 for t in times)

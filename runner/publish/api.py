@@ -6,6 +6,8 @@ first experiment); comparisons take `base=` (default: the post's base arm, see
 `postdata.PostData.base`); values take `chip=` (default: the judging chip, the post's
 home unless the claims-on-every-chip table is being filled); values and tables take
 `requests=` (a request label of a scripted workload: the figures of those requests only);
+tables and charts take `rate=` (on a rate sweep, one swept rate; default: every rate), and
+values on a sweep must name one;
 values take `as_of=` (a day: a claim in a dated update section is judged on the data as
 of its own day, not the post's) and `data=` (measurement folders: pins the data judged,
 see home.py).
@@ -58,11 +60,13 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
             else draw(d)
         )
 
-    def regime_table(metrics, base=None, experiment=None, requests=None, folded=True):
-        return block(experiment, lambda d: tables.regime_table(d, metrics, base, requests, bool(folded)))
+    def regime_table(metrics, base=None, experiment=None, requests=None, folded=True, rate=None):
+        return block(
+            experiment, lambda d: tables.regime_table(d, metrics, base, requests, bool(folded), rate)
+        )
 
-    def chart(metric, x="concurrency", experiment=None, requests=None):
-        return block(experiment, lambda d: blocks.chart(d, metric, x, requests))
+    def chart(metric, x=None, experiment=None, requests=None, rate=None):
+        return block(experiment, lambda d: blocks.chart(d, metric, x, requests, rate))
 
     def timeline_chart(concurrency=None, round=0, chip=None, experiment=None):
         return block(experiment, lambda d: timelines.timeline_chart(d, concurrency, round, chip))
@@ -82,16 +86,29 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
         return name or f"acceptance_at({position!r})"
 
     def metric(
-        name, arm, concurrency, chip=None, experiment=None, requests=None, as_of=None, data=None, q=None
+        name,
+        arm,
+        concurrency,
+        chip=None,
+        experiment=None,
+        requests=None,
+        as_of=None,
+        data=None,
+        q=None,
+        rate=None,
     ):
         if q is not None:  # any percentile of a latency metric (quantiles.py)
             return value(
                 experiment,
                 "value",
-                lambda d: quantile_metric(d, name, arm, concurrency, q, chip, requests, when(as_of, data)),
+                lambda d: quantile_metric(
+                    d, name, arm, concurrency, q, chip, requests, when(as_of, data), rate
+                ),
             )
         return value(
-            experiment, "value", lambda d: d.metric(name, arm, concurrency, chip, requests, when(as_of, data))
+            experiment,
+            "value",
+            lambda d: d.metric(name, arm, concurrency, chip, requests, when(as_of, data), rate),
         )
 
     def comparison(kind):  # gain() and ratio(): arm against base, as a change or a ratio
@@ -105,11 +122,14 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
             requests=None,
             as_of=None,
             data=None,
+            rate=None,
         ):
             return value(
                 experiment,
                 kind,
-                lambda d: d.compare(metric, arm, base, concurrency, chip, kind, requests, when(as_of, data)),
+                lambda d: d.compare(
+                    metric, arm, base, concurrency, chip, kind, requests, when(as_of, data), rate
+                ),
             )
 
         return read

@@ -11,38 +11,63 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from runner.publish import charts, sql
+from runner.publish import charts, sql, sql_sweeps
 from runner.publish.chiptabs import ChipPane, chip_tabs
 from runner.publish.intervals import share_interval
 from runner.publish.metrics import ACCEPTANCE_METRICS, METRICS
 from runner.publish.postdata import PostData
+from runner.publish.rate_views import rate_text, rate_view, shown_rates
 from runner.publish.rows import WidthKey, WidthRuns
 from runner.publish.tables import set_id
 from runner.publish.templating import render_block
 
 
-def _series(data: PostData, metric: str, view) -> list[charts.Series]:
+def _line(chip, arm, pts, x_of, label=None, dash=None) -> charts.Series:
+    """One line from (x, cell) pairs, cells without a value left out."""
+    pts = [(x, cell) for x, cell in pts if cell is not None and cell.mean is not None]
+    return charts.Series(
+        chip,
+        arm,
+        tuple(x_of(x) for x, _ in pts),
+        tuple(cell.mean for _, cell in pts),
+        tuple(cell.mean if cell.lo is None else cell.lo for _, cell in pts),
+        tuple(cell.mean if cell.hi is None else cell.hi for _, cell in pts),
+        label,
+        dash,
+    )
+
+
+def _series(data: PostData, metric: str, views: dict) -> list[charts.Series]:
+    """By concurrency: one line per arm, and per offered rate on a sweep (views: rate -> View)."""
     out = []
     for chip in data.regimes.chips:
         for arm in data.arm_order:
-            pts = [(c, view.cells.get((chip, arm, c, metric))) for c in data.regimes.concurrencies]
-            pts = [(c, cell) for c, cell in pts if cell is not None and cell.mean is not None]
-            out.append(
-                charts.Series(
-                    chip,
-                    arm,
-                    tuple(charts.concurrency_x(c) for c, _ in pts),
-                    tuple(cell.mean for _, cell in pts),
-                    tuple(cell.mean if cell.lo is None else cell.lo for _, cell in pts),
-                    tuple(cell.mean if cell.hi is None else cell.hi for _, cell in pts),
-                )
-            )
+            for i, (rate, view) in enumerate(views.items()):
+                pts = [(c, view.cells.get((chip, arm, c, metric))) for c in data.regimes.concurrencies]
+                label = None if len(views) == 1 else f"{arm} at {rate_text(rate)}"
+                dash = None if len(views) == 1 else charts.DASHES[i % len(charts.DASHES)]
+                out.append(_line(chip, arm, pts, charts.concurrency_x, label, dash))
     return out
 
 
-def chip_figures(data: PostData, name: str, series: list[charts.Series], **axes) -> Markup:
+def _rate_series(data: PostData, metric: str, views: dict) -> list[charts.Series]:
+    """By offered rate: one line per arm, and per concurrency when there are several."""
+    concs = data.regimes.concurrencies
+    out = []
+    for chip in data.regimes.chips:
+        for arm in data.arm_order:
+            for i, c in enumerate(concs):
+                pts = [(r, v.cells.get((chip, arm, c, metric))) for r, v in views.items()]
+                label = None if len(concs) == 1 else f"{arm}, concurrency {c}"
+                dash = None if len(concs) == 1 else charts.DASHES[i % len(charts.DASHES)]
+                out.append(_line(chip, arm, pts, float, label, dash))
+    return out
+
+
+def chip_figures(data: PostData, name: str, series: list[charts.Series], decorate=None, **axes) -> Markup:
     """One figure per chip (its series only), as chip tabs when there are several; axes:
-    panel_figure's arguments after the chips and arms."""
+    panel_figure's arguments after the chips and arms; decorate(fig): what a chart adds to
+    each chip's figure (a declared limit, say)."""
     panes = []
     for chip in data.regimes.chips:
         fig = charts.panel_figure(
@@ -52,6 +77,8 @@ def chip_figures(data: PostData, name: str, series: list[charts.Series], **axes)
             colors=data.state.arm_colors,
             **axes,
         )
+        if decorate is not None:
+            decorate(fig)
         div_id = charts.chart_id(data.key, name, chip, len(data.state.blocks))
         panes.append(ChipPane(chip, data.chip_names[chip], figure_div(div_id, fig)))
     return chip_tabs(panes, data.judging.chip_id, set_id(data, name))
@@ -61,30 +88,52 @@ def figure_div(div_id: str, fig: dict) -> str:
     return render_block("chart_div.html", div_id=div_id, figure=charts.figure_json(fig))
 
 
-def chart(data: PostData, metric: str, x: str = "concurrency", requests: str | None = None) -> Markup:
-    if metric not in METRICS or x != "concurrency":
+def chart(
+    data: PostData, metric: str, x: str | None = None, requests: str | None = None, rate=None
+) -> Markup:
+    """metric by concurrency (one line per arm), or on a rate sweep by offered rate (the
+    default there: one line per arm and concurrency); by concurrency on a sweep, one line
+    per arm and rate unless `rate=` names one."""
+    x = x or ("rate" if data.rates else "concurrency")
+    if metric not in METRICS or x not in ("concurrency", "rate") or (x == "rate" and not data.rates):
         data.fail(
             f"chart: unknown metric {metric!r}"
             if metric not in METRICS
-            else f"chart: x must be 'concurrency', got {x!r}"
+            else f"chart: x must be 'concurrency' or, on a rate sweep, 'rate'; got {x!r}"
         )
         return data.token(render_block("block_error.html", message="chart not drawn"), "")
     spec, reg = METRICS[metric], data.regimes
+    views = {r: rate_view(data, requests, r) for r in shown_rates(data, rate, "chart")}
+    if x == "rate":
+        axes = {
+            "series": _rate_series(data, metric, views),
+            "regime_x": {},
+            "x_title": "offered rate (req/s)",
+            "x_ticks": [(r, f"{r:g}") for r in views],
+        }
+    else:
+        axes = {
+            "series": _series(data, metric, views),
+            "regime_x": {"batch 1": charts.concurrency_x(1), "ceiling": charts.concurrency_x(reg.ceiling)},
+            "x_title": "concurrency",
+            "x_ticks": [(charts.concurrency_x(c), str(c)) for c in reg.concurrencies],
+        }
+    series = axes.pop("series")
     body = chip_figures(
         data,
-        f"chart-{metric}",
-        _series(data, metric, data.view(requests, now=True)),
-        regime_x={"batch 1": charts.concurrency_x(1), "ceiling": charts.concurrency_x(reg.ceiling)},
-        x_title="concurrency",
+        f"chart-{metric}" if x == "concurrency" else f"chart-{metric}-{x}",
+        series,
         y_title=f"{spec.label} ({spec.unit})" if spec.unit else spec.label,
-        x_ticks=[(charts.concurrency_x(c), str(c)) for c in reg.concurrencies],
+        **axes,
     )
-    sql_href = data.register_sql("chart", sql.inline_sql(sql.RUN_VALUES_SQL, data.params))
+    query = sql.RUN_VALUES_SQL if None in views else sql_sweeps.at_rate(sql.RUN_VALUES_SQL)
+    sql_href = data.register_sql("chart", sql.inline_sql(query, data.params))
+    swept = "" if None in views else f" at {', '.join(rate_text(r) for r in views)}" if x != "rate" else ""
     html = render_block(
         "chart.html",
         body=body,
         caption=f"{spec.label}{'' if requests is None else f' of the {requests} requests'} "
-        "by concurrency; bars show the 95% interval "
+        f"by {'offered rate' if x == 'rate' else 'concurrency'}{swept}; bars show the 95% interval "
         "(a t interval over the rounds)",
         sql_href=sql_href,
     )

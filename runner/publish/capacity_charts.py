@@ -1,13 +1,14 @@
 """The load charts of a post: `capacity_chart()` and `pareto_chart()`.
 
 - capacity_chart(metrics=..., concurrency=None): each metric (goodput and the SLO
-  metrics' p90/p99 by default) against the offered rate of a rate sweep, one panel per
-  chip, one line per arm with its 95% intervals, the declared SLO drawn as a dashed line
-  on the TTFT and TPOT charts. At the sweep's largest concurrency unless one is named.
+  metrics' p90/p99 by default) against the offered rate of a rate sweep, one figure per
+  chip (chip tabs, as every chart), one line per arm with its 95% intervals, the
+  declared SLO a dashed line on the TTFT and TPOT charts. At the sweep's largest
+  concurrency unless one is named.
 - pareto_chart(): per-user decode speed (decode_tps) against aggregate throughput
   (aggregate_tps), one point per concurrency (and per rate in a sweep), per arm and chip:
   how much speed each user gives up for how much throughput.
-Figures come from charts.panel_figure; values from views.View, per rate through
+Figures come from blocks.chip_figures; values from views.View, per rate through
 queries.RateReader. Nothing here queries SQL itself.
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from runner.publish import charts, queries_sweeps, sql, sql_sweeps
-from runner.publish.blocks import figure_div
+from runner.publish.blocks import chip_figures
 from runner.publish.metrics import METRICS
 from runner.publish.templating import render_block
 from runner.publish.views import View
@@ -69,6 +70,15 @@ def _slo_line(fig: dict, n_panels: int, y: float) -> None:
         )
 
 
+def _free_x(fig: dict) -> None:
+    """The Pareto chart's x axis is a measured throughput: no ticks fixed, from zero."""
+    for name, axis in fig["layout"].items():
+        if name.startswith("xaxis"):
+            axis.pop("tickvals", None)
+            axis.pop("ticktext", None)
+            axis["rangemode"] = "tozero"
+
+
 def capacity_chart(data, metrics=DEFAULT_METRICS, concurrency=None) -> Markup:
     views = _rate_views(data)
     if not views:
@@ -92,15 +102,6 @@ def capacity_chart(data, metrics=DEFAULT_METRICS, concurrency=None) -> Markup:
                 pts = [(r, views[r].cells.get((chip, arm, conc, metric))) for r in rates]
                 pts = [(r, _point(c)) for r, c in pts if c is not None and c.mean is not None]
                 series.append(_series(chip, arm, pts))
-        fig = charts.panel_figure(
-            series,
-            [(c, data.chip_names.get(c, c)) for c in chips],
-            list(data.arm_order),
-            {},
-            "offered rate (req/s)",
-            f"{spec.label} ({spec.unit})" if spec.unit else spec.label,
-            [(r, f"{r:g}") for r in rates],
-        )
         limit = (
             slo.get("ttft_ms")
             if metric.startswith("ttft")
@@ -108,20 +109,21 @@ def capacity_chart(data, metrics=DEFAULT_METRICS, concurrency=None) -> Markup:
             if metric.startswith("tpot")
             else None
         )
-        if limit is not None:
-            _slo_line(fig, len(chips), limit)
+        body = chip_figures(
+            data,
+            f"capacity-{metric}-{conc}",
+            series,
+            decorate=None if limit is None else (lambda fig, y=limit: _slo_line(fig, 1, y)),
+            regime_x={},
+            x_title="offered rate (req/s)",
+            y_title=f"{spec.label} ({spec.unit})" if spec.unit else spec.label,
+            x_ticks=[(r, f"{r:g}") for r in rates],
+        )
         html.append(
             render_block(
                 "chart.html",
-                body=Markup(
-                    figure_div(
-                        charts.chart_id(
-                            data.key, "capacity", metric, conc, len(data.state.blocks), len(html)
-                        ),
-                        fig,
-                    )
-                ),
-                caption=f"{spec.label} by offered rate at concurrency {conc}, one panel per chip; bars show "
+                body=body,
+                caption=f"{spec.label} by offered rate at concurrency {conc}; bars show "
                 "the 95% interval" + ("; the dashed line is the declared SLO" if limit is not None else ""),
                 sql_href=data.register_sql(
                     "capacity", sql.inline_sql(sql_sweeps.at_rate(sql.RUN_VALUES_SQL), data.params)
@@ -154,26 +156,22 @@ def pareto_chart(data) -> Markup:
                         pts.append((agg.mean, _point(dec)))
             pts.sort()
             series.append(_series(chip, arm, [(round(x, 6), p) for x, p in pts]))
-    fig = charts.panel_figure(
+    body = chip_figures(
+        data,
+        "pareto",
         series,
-        [(c, data.chip_names.get(c, c)) for c in chips],
-        list(data.arm_order),
-        {},
-        "aggregate throughput (tok/s)",
-        "decode / user (tok/s)",
-        [],
+        decorate=_free_x,
+        regime_x={},
+        x_title="aggregate throughput (tok/s)",
+        y_title="decode / user (tok/s)",
+        x_ticks=[],
     )
-    for name, axis in fig["layout"].items():
-        if name.startswith("xaxis"):
-            axis.pop("tickvals", None)
-            axis.pop("ticktext", None)
-            axis["rangemode"] = "tozero"
     what = "concurrency and offered rate" if None not in views else "concurrency"
     html = render_block(
         "chart.html",
-        body=Markup(figure_div(charts.chart_id(data.key, "pareto", len(data.state.blocks)), fig)),
-        caption=f"Per-user decode speed against aggregate throughput, one point per {what}, "
-        "one panel per chip; bars show the 95% interval of the decode speed",
+        body=body,
+        caption=f"Per-user decode speed against aggregate throughput, one point per {what}; "
+        "bars show the 95% interval of the decode speed",
         sql_href=data.register_sql("pareto", sql.inline_sql(sql.RUN_VALUES_SQL, data.params)),
     )
     return data.token(html, "")

@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")  # lines of one arm, in turn
 PANEL_GAP = 0.08
 
 
 @dataclass(frozen=True, slots=True)
 class Series:
-    """One arm on one chip: x positions with mean, lo and hi (lo/hi may equal mean)."""
+    """One arm on one chip: x positions with mean, lo and hi (lo/hi may equal mean); `label`
+    names the line when an arm has several (one per rate of a sweep, say), each in its
+    arm's colour with its own `dash`."""
 
     chip_id: str
     arm: str
@@ -28,6 +31,8 @@ class Series:
     mean: tuple[float | None, ...]
     lo: tuple[float | None, ...]
     hi: tuple[float | None, ...]
+    label: str | None = None
+    dash: str | None = None
 
 
 def chart_id(*parts: object) -> str:
@@ -136,8 +141,8 @@ def panel_figure(
             color = (colors or {}).get(s.arm) or PALETTE[arms.index(s.arm) % len(PALETTE)]
             trace = {
                 "type": "bar" if kind == "bars" else "scatter",
-                "name": _plotly_text(s.arm),
-                "legendgroup": _plotly_text(s.arm),
+                "name": _plotly_text(s.label or s.arm),
+                "legendgroup": _plotly_text(s.label or s.arm),
                 "showlegend": i == 0,
                 "x": list(s.x),
                 "y": list(s.mean),
@@ -147,6 +152,8 @@ def panel_figure(
             }
             if kind != "bars":
                 trace["mode"] = "lines+markers"
+            if s.dash:
+                trace["line"] = {"dash": s.dash}
             trace["error_y"] = {
                 "type": "data",
                 "symmetric": False,

@@ -34,6 +34,7 @@ from runner.publish.home import (
 )
 from runner.publish.metrics import METRICS, PER_PASS, unknown_metric_message
 from runner.publish.notes import as_day
+from runner.publish.rate_views import value_rate
 from runner.publish.regimes import Regimes, check_regimes
 from runner.publish.rows import ArmRuntime
 from runner.publish.shortfall import judge_short
@@ -72,6 +73,10 @@ def chip_labels(chips) -> dict[str, str]:
 
 def _of(requests: str | None) -> str:
     return "" if requests is None else f" (its {requests!r} requests)"
+
+
+def _at(rate: float | None) -> str:
+    return "" if rate is None else f" and {rate:g} req/s offered"
 
 
 @dataclass
@@ -124,6 +129,7 @@ class PostData:
             c.chip_id: (labels or chip_labels(self.chips)).get(c.chip_id, c.name) for c in self.chips
         }
         self.now = views.get(experiment, quick, None)
+        self.rates = tuple(self.reader.sweep_rates(experiment, quick))  # empty: not a rate sweep
         self.cells = self.now.cells
         self.busy = self.reader.busy_cells(experiment, quick)
         self.short = self.reader.short_cells(experiment, quick)  # (chip, arm, c) -> ShortCount
@@ -283,13 +289,13 @@ class PostData:
         return day_cutoff(day, pin)
 
     # -- values -------------------------------------------------------------
-    def view(self, requests: str | None, now: bool = False, cutoff: datetime | None = None):
+    def view(self, requests: str | None, now: bool = False, cutoff: datetime | None = None, rate=None):
         """The data up to `cutoff` (for blocks, `now`: the newest), of the requests
-        labelled `requests` only when given."""
+        labelled `requests` only when given, of one rate of a sweep when `rate` is."""
         if requests is not None and not isinstance(requests, str):
             self.fail(f"requests= names a request label (a string), got {requests!r}")
             requests = None
-        return self.views.get(self.experiment, self.quick, None if now else cutoff, requests)
+        return self.views.get(self.experiment, self.quick, None if now else cutoff, requests, rate)
 
     def metric(
         self,
@@ -299,15 +305,17 @@ class PostData:
         chip: str | None = None,
         requests: str | None = None,
         as_of: object = None,
+        rate=None,
     ) -> Measured:
         chip_id, cutoff = self.chip_for(chip), self.cutoff(as_of)
-        ok = self.metric_ok(name) and self.arm_ok(arm) and chip_id is not None
+        rate_ok, rate = value_rate(self, rate, f"metric {name!r}")
+        ok = self.metric_ok(name) and self.arm_ok(arm) and chip_id is not None and rate_ok
         what = (
-            f"{name} of {arm}{_of(requests)} at concurrency {concurrency} on "
+            f"{name} of {arm}{_of(requests)} at concurrency {concurrency}{_at(rate)} on "
             f"{self.label_of(chip_id, chip, cutoff)}"
         )
         key = (chip_id, arm, int(concurrency), name)
-        judged = self.view(requests, cutoff=cutoff)
+        judged = self.view(requests, cutoff=cutoff, rate=rate)
         if not ok or key not in judged.cells:
             return self._absent(self.measured(None, None, None, 0, "value", what, name, set()), name, arm)
         cell = judged.cells[key]
@@ -332,17 +340,20 @@ class PostData:
         kind: str,
         requests: str | None = None,
         as_of: object = None,
+        rate=None,
     ) -> Measured:
         base = self.base if base is None else base
         chip_id, cutoff = self.chip_for(chip), self.cutoff(as_of)
+        rate_ok, rate = value_rate(self, rate, f"{metric!r} of {arm} vs {base}")
         what = (
-            f"{metric} of {arm} vs {base}{_of(requests)} at concurrency {concurrency} on "
+            f"{metric} of {arm} vs {base}{_of(requests)} at concurrency {concurrency}{_at(rate)} on "
             f"{self.label_of(chip_id, chip, cutoff)}"
         )
-        if not (self.metric_ok(metric) and self.arm_ok(arm) and self.arm_ok(base)) or chip_id is None:
+        ok = self.metric_ok(metric) and self.arm_ok(arm) and self.arm_ok(base) and rate_ok
+        if not ok or chip_id is None:
             return self.measured(None, None, None, 0, kind, what, metric, set())
         c = int(concurrency)
-        e = self.view(requests, cutoff=cutoff).compare(metric, chip_id, arm, base, c, kind)
+        e = self.view(requests, cutoff=cutoff, rate=rate).compare(metric, chip_id, arm, base, c, kind)
         return self._absent(
             self.measured(
                 e.value, e.lo, e.hi, e.n_rounds, kind, what, metric, {(chip_id, arm, c), (chip_id, base, c)}

@@ -16,6 +16,7 @@ import numpy as np
 
 from runner.publish.claims import Measured
 from runner.publish.metrics import LATENCY_COLUMNS as COLUMNS
+from runner.publish.rate_views import value_rate
 
 
 def base_of(name: object) -> str | None:
@@ -37,11 +38,15 @@ def register(view, base: str, q: float) -> str:
     return name
 
 
-def quantile_metric(data, name, arm, concurrency, q, chip=None, requests=None, as_of=None) -> Measured:
+def quantile_metric(
+    data, name, arm, concurrency, q, chip=None, requests=None, as_of=None, rate=None
+) -> Measured:
     base = base_of(name)
     chip_id, cutoff = data.chip_for(chip), data.cutoff(as_of)
     ok = isinstance(q, (int, float)) and not isinstance(q, bool) and 0 < q < 1
-    what = f"p{q * 100:g} of {base or name} of {arm} at concurrency {concurrency} on " + data.label_of(
+    rate_ok, rate = value_rate(data, rate, f"metric {name!r}")
+    at = "" if rate is None else f" and {rate:g} req/s offered"
+    what = f"p{q * 100:g} of {base or name} of {arm} at concurrency {concurrency}{at} on " + data.label_of(
         chip_id, chip, cutoff
     )
     spec = f"{base}_p50_ms" if base else ""
@@ -49,9 +54,9 @@ def quantile_metric(data, name, arm, concurrency, q, chip=None, requests=None, a
         data.fail(f"metric {name!r} with q=: q= takes a latency metric ({', '.join(COLUMNS)})")
     elif not ok:
         data.fail(f"metric {name!r}: q= is a quantile in (0, 1), e.g. q=0.95, got {q!r}")
-    if base is None or not ok or not data.arm_ok(arm) or chip_id is None:
+    if base is None or not ok or not rate_ok or not data.arm_ok(arm) or chip_id is None:
         return data.measured(None, None, None, 0, "value", what, spec, set())
-    view = data.view(requests, cutoff=cutoff)
+    view = data.view(requests, cutoff=cutoff, rate=rate)
     metric = register(view, base, float(q))
     e = view.intervals.estimate(metric, chip_id, arm, int(concurrency))
     cells = {(chip_id, arm, int(concurrency))} if e.value is not None else set()

@@ -1,6 +1,6 @@
 """Rate sweeps' and fair lengths' questions, a mixin of `queries.Reader`.
 
-- Short requests per cell, the swept rates, the declared SLO and each request's SLO
+- Short and errored requests per cell, the swept rates, the declared SLO and each request's SLO
   outcome; `RateReader` gives a View one rate's runs of a sweep.
 - Runs SQL through the Reader's own connection; connects to nothing itself.
 """
@@ -18,10 +18,12 @@ from runner.publish.sql_sweeps import SHORT_CELLS_SQL, SLO_MET_SQL, SLO_SQL, SWE
 
 @dataclass(frozen=True, slots=True)
 class ShortCount:
-    """Requests of one cell (over its rounds) that came back shorter than asked, of all."""
+    """Requests of one cell (over its rounds) that came back shorter than asked, and that
+    errored (no answer), of all."""
 
     short: int
     requests: int
+    errored: int = 0
 
 
 class SweepQueries:
@@ -30,9 +32,10 @@ class SweepQueries:
     def short_cells(
         self, experiment: str, quick: bool, as_of: datetime | None = None
     ) -> dict[tuple[str, str, int], ShortCount]:
-        """(chip_id, arm, concurrency) -> its short requests, for the cells that have any."""
+        """(chip_id, arm, concurrency) -> its short and errored requests, for the cells that
+        have any."""
         sql, p = judged(SHORT_CELLS_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of})
-        return {(c, a, int(k)): ShortCount(int(s), int(n)) for c, a, k, s, n in self._rows(sql, p)}
+        return {(c, a, int(k)): ShortCount(int(s), int(n), int(e)) for c, a, k, s, n, e in self._rows(sql, p)}
 
     def sweep_rates(self, experiment: str, quick: bool) -> list[float]:
         """The rates of a rate sweep with complete runs (empty: not a sweep)."""

@@ -1,4 +1,4 @@
-"""Requests that came back shorter than asked, on a page and in its claims.
+"""Requests that came back shorter than asked, or errored, on a page and in its claims.
 
 - A runtime that stops at end-of-sequence returns fewer tokens than the workload asked
   for (requests.asked_tokens), which changes batch occupancy: a figure over such cells is
@@ -6,6 +6,8 @@
 - A table row over such a cell says how many of its requests were short; a claim whose
   cells hold any fails with that reason, unless the experiment's declaration says
   `workload.allow_short = true`.
+- A request that errored (an HTTP error, a stalled stream: requests.error) has no figures;
+  a table row says how many of its cell's did, and a claim on such cells always fails.
 This module neither queries nor renders HTML; it reads the declaration's one key.
 """
 
@@ -39,10 +41,29 @@ def short_of(cells, counts: dict) -> tuple[int, int]:
     return sum(h.short for h in hits), sum(h.requests for h in hits)
 
 
+def errored_of(cells, counts: dict) -> tuple[int, int]:
+    """(errored, requests) summed over the cells, as short_of."""
+    hits = [counts[c[-3:]] for c in cells if c[-3:] in counts]
+    return sum(h.errored for h in hits), sum(h.requests for h in hits)
+
+
 def judge_short(verdict: Verdict, cells, counts: dict, allow_short: bool) -> Verdict:
-    """A claim standing on cells with short requests fails, saying how many."""
+    """A claim standing on cells with errored requests fails, saying how many; so does one
+    on cells with short requests, unless the experiment allows them."""
+    if not verdict.ok:
+        return verdict
+    errored, requests = errored_of(cells, counts)
+    if errored:
+        return dataclasses.replace(
+            verdict,
+            ok=False,
+            reason=(
+                f"{errored} of {requests} requests errored in the cells behind it (no answer from "
+                "the runtime: its figures stand on the others only)"
+            ),
+        )
     short, requests = short_of(cells, counts)
-    if not short or allow_short or not verdict.ok:
+    if not short or allow_short:
         return verdict
     return dataclasses.replace(
         verdict,

@@ -24,7 +24,7 @@ chosen AS (
     SELECT * FROM runs
     WHERE experiment = $experiment AND status = 'complete' AND quick = $quick
       AND ($as_of::TIMESTAMP IS NULL OR started_at < $as_of::TIMESTAMP)
-    QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, round
+    QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, rate, round
                                ORDER BY started_at DESC, run_id DESC) = 1
 )"""
 
@@ -38,7 +38,8 @@ PREFILL_TPS = "q.prompt_tokens * 1e9 / nullif(q.first_token_ns - q.arrival_ns, 0
 DECODE_TPS = """CASE WHEN q.output_tokens > 1 THEN (q.output_tokens - 1) * 1e9
                  / nullif(q.done_ns - q.first_token_ns, 0) END"""
 TTFT_MS = "(q.first_token_ns - q.arrival_ns) / 1e6"
-E2EL_MS = "(q.done_ns - q.arrival_ns) / 1e6"  # end-to-end latency: arrival to last token
+# end-to-end latency: arrival to last token (none for an errored request, requests.error)
+E2EL_MS = "CASE WHEN q.error IS NULL THEN (q.done_ns - q.arrival_ns) / 1e6 END"
 TPOT_MS = (
     "CASE WHEN q.output_tokens > 1 THEN (q.done_ns - q.first_token_ns) / 1e6 / (q.output_tokens - 1) END"
 )
@@ -116,10 +117,13 @@ req AS (
         f"quantile_cont({E2EL_MS}, {q}) AS e2el_p{round(q * 100)}_ms" for q in (0.5, 0.9, 0.99)
     )
     + """,
-        count(*) * 1e9 / nullif(max(q.done_ns) - min(q.arrival_ns), 0) AS request_rps,
-        count(*) AS completed,
+        -- completed requests: errored ones (requests.error) are not
+        count(*) FILTER (WHERE q.error IS NULL) * 1e9 / nullif(max(q.done_ns) - min(q.arrival_ns), 0)
+            AS request_rps,
+        count(*) FILTER (WHERE q.error IS NULL) AS completed,
         -- fewer output tokens than asked (asked_tokens NULL before schema 6: not counted)
-        CASE WHEN count(q.asked_tokens) > 0 THEN count(*) FILTER (WHERE q.output_tokens < q.asked_tokens)
+        CASE WHEN count(q.asked_tokens) > 0 THEN count(*) FILTER (WHERE q.output_tokens < q.asked_tokens
+                                                                  AND q.error IS NULL)
              END AS short_requests
     FROM requests q JOIN chosen c ON q.run_id = c.run_id
     WHERE """

@@ -1,5 +1,6 @@
-"""The SQL of rate sweeps and fair lengths: one rate's runs (`at_rate`), short requests,
-the swept rates, the declared SLO and whether each request met it. Text only;
+"""The SQL of rate sweeps and fair lengths: one rate's runs (`at_rate`), short and errored
+requests, the swept rates, the declared SLO and whether each request met it (an errored
+one did not). Text only;
 `queries.Reader` runs it.
 """
 
@@ -16,15 +17,17 @@ def at_rate(sql: str) -> str:
 
 
 # Cells holding requests that came back with fewer output tokens than they were asked
-# for (requests.asked_tokens, from schema version 6; NULL before it: not counted).
+# for (requests.asked_tokens, from schema version 6; NULL before it: not counted) or that
+# errored (requests.error, from schema version 8).
 SHORT_CELLS_SQL = (
     "WITH "
     + CHOSEN_RUNS
     + """
 SELECT c.chip_id, c.arm, c.concurrency,
-       count(*) FILTER (WHERE q.output_tokens < q.asked_tokens) AS short, count(*) AS requests
+       count(*) FILTER (WHERE q.output_tokens < q.asked_tokens AND q.error IS NULL) AS short,
+       count(*) AS requests, count(*) FILTER (WHERE q.error IS NOT NULL) AS errored
 FROM requests q JOIN chosen c ON q.run_id = c.run_id
-GROUP BY ALL HAVING count(*) FILTER (WHERE q.output_tokens < q.asked_tokens) > 0
+GROUP BY ALL HAVING short > 0 OR errored > 0
 ORDER BY 1, 2, 3"""
 )
 
@@ -51,7 +54,7 @@ WITH chosen AS (
 )
 SELECT c.chip_id, c.arm, c.concurrency, c.rate, c.round, q.request_id,
        CASE WHEN c.slo_ttft_ms IS NOT NULL OR c.slo_tpot_ms IS NOT NULL THEN
-           ("""
+           q.error IS NULL AND ("""
     + TTFT_MS
     + """ <= coalesce(c.slo_ttft_ms, 'infinity'::DOUBLE)
             AND coalesce("""

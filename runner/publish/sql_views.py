@@ -16,7 +16,7 @@ chosen AS (
     SELECT * FROM runs
     WHERE experiment = $experiment AND status = 'complete' AND quick = $quick
       AND ($as_of::TIMESTAMP IS NULL OR started_at < $as_of::TIMESTAMP)
-    QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, round
+    QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, rate, round
                                ORDER BY started_at >= $first_from::TIMESTAMP DESC,
                                         CASE WHEN started_at >= $first_from::TIMESTAMP
                                              THEN epoch_us(started_at) ELSE -epoch_us(started_at) END,
@@ -28,7 +28,7 @@ chosen AS (
     SELECT * FROM runs
     WHERE experiment = $experiment AND status = 'complete' AND quick = $quick
       AND run_id IN (SELECT run_id FROM measurement_runs WHERE list_contains($data::VARCHAR[], folder))
-    QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, round
+    QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, rate, round
                                ORDER BY started_at, run_id) = 1
 )"""
 

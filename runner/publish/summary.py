@@ -102,6 +102,7 @@ def _cells(view: View, names: dict, short: dict, rate: float | None) -> list[dic
         cell["rounds"] = rounds
         if rate is None:
             cell["short_requests_total"] = counts.short if counts else 0
+            cell["errored_requests_total"] = counts.errored if counts else 0
         cell["intervals"] = intervals
         cells.append(cell)
     return cells

@@ -5,6 +5,9 @@
   and every metric group sit in a closed fold right under it (still in the page and in
   the downloads); `folded=False` shows the full grid instead.
 - More than one chip: one content tab per chip, home first (`chiptabs.py`).
+- A rate sweep: one row per arm, concurrency and offered rate, every swept rate unless
+  `rate=` names one (`rate_views.py`); each rate's change is against the base arm at the
+  same rate.
 - Argument problems are recorded as failures; the SQL behind each table is offered for
   download.
 """
@@ -13,10 +16,11 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from runner.publish import sql
+from runner.publish import sql, sql_sweeps
 from runner.publish.chiptabs import ChipPane, chip_tabs
 from runner.publish.metrics import METRICS
 from runner.publish.postdata import PostData
+from runner.publish.rate_views import rate_text, rate_view, shown_rates
 from runner.publish.templating import render_block
 
 GROUP = 4
@@ -62,10 +66,16 @@ def set_id(data: PostData, kind: str) -> str:
 
 
 def regime_table(
-    data: PostData, metrics: list, base: str | None = None, requests: str | None = None, folded: bool = True
+    data: PostData,
+    metrics: list,
+    base: str | None = None,
+    requests: str | None = None,
+    folded: bool = True,
+    rate=None,
 ) -> Markup:
     base = data.base if base is None else base
-    view = data.view(requests, now=True)
+    rates = shown_rates(data, rate, "regime_table")
+    views = {r: rate_view(data, requests, r) for r in rates}
     metrics = known_metrics(data, metrics, "regime_table")
     if base not in data.regimes.arms:
         data.fail(
@@ -73,7 +83,8 @@ def regime_table(
             f"(arms: {', '.join(data.arm_order)})"
         )
     number = len(data.state.sql) + 1
-    sql_href = data.register_sql("table", sql.inline_sql(sql.RUN_VALUES_SQL, data.params))
+    query = sql.RUN_VALUES_SQL if rates == [None] else sql_sweeps.at_rate(sql.RUN_VALUES_SQL)
+    sql_href = data.register_sql("table", sql.inline_sql(query, data.params))
     arms = sorted(data.arm_order, key=lambda a: a != base)
     # At most GROUP metric columns a table, so a table fits the page's content column.
     groups = [metrics[i : i + GROUP] for i in range(0, len(metrics), GROUP)] or [[]]
@@ -81,15 +92,17 @@ def regime_table(
     for chip in data.regimes.chips:
         name = data.chip_names.get(chip, chip)
         rows = [
-            _row(data, view, metrics, chip, arm, base, conc)
+            _row(data, views[r], metrics, chip, arm, base, conc, r)
             for arm in arms
             for conc in data.regimes.concurrencies
+            for r in rates
         ]
         pair = [r for r in rows if r["concurrency"] in pair_concurrencies(data)]
         html = render_block(
             "regime_chip.html",
             chip=name,
             alone=len(data.regimes.chips) == 1,
+            swept=rates != [None],
             folded=folded,
             pair={"metrics": [METRICS[m] for m in groups[0]], "rows": pair},
             between=[c for c in data.regimes.concurrencies if c not in pair_concurrencies(data)],
@@ -112,17 +125,21 @@ def regime_table(
         requests=requests,
         groups=len(groups),
         folded=folded,
+        swept=rates != [None],
+        swept_rates=", ".join(f"{r:g}" for r in rates if r is not None),
     )
     return data.token(html, "")
 
 
-def _row(data: PostData, view, metrics: list[str], chip: str, arm: str, base: str, conc: int) -> dict:
+def _row(data: PostData, view, metrics: list[str], chip: str, arm: str, base: str, conc: int, rate) -> dict:
     return {
         "chip": data.chip_names.get(chip, chip),
         "arm": arm,
         "concurrency": conc,
+        "rate": "" if rate is None else f"{rate:g}",
+        "rate_text": "" if rate is None else rate_text(rate),
         "regime": data.regimes.regime_of(conc),
-        "measured": (chip, arm, conc) in data.now.measured,
+        "measured": (chip, arm, conc) in (data.now if rate is None else view).measured,
         "cells": [_cell(data, view, m, chip, arm, base, conc) for m in metrics],
         "busy": (chip, arm, conc) in data.busy,
         "short": data.short.get((chip, arm, conc)),

@@ -4,8 +4,9 @@ A `View` is what a page block or a claim reads: the per-run values the
 query layer returns for complete runs started before `as_of` (None: all of them), the
 intervals over their rounds (`intervals.py`), and a lazy mapping (chip, arm, concurrency, metric)
 -> CellStat that computes each cell's interval the first time it is asked for. Views are
-cached per (experiment, quickness, as_of, request label) for one post, since a post is rendered several
-times (once per chip in the claims-on-every-chip table) over the same data.
+cached per (experiment, quickness, as_of, request label, rate) for one post, since a post is
+rendered several times (once per chip in the claims-on-every-chip table) over the same data.
+A rate sweep's View of one rate reads through `queries_sweeps.RateReader`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from runner.publish import queries
+from runner.publish import queries, queries_sweeps
 from runner.publish.intervals import Estimate, Intervals
 
 
@@ -84,8 +85,17 @@ class ViewCache:
         self.reader = reader
         self._views: dict[tuple, View] = {}
 
-    def get(self, experiment: str, quick: bool, as_of: datetime | None, label: str | None = None) -> View:
-        key = (experiment, quick, as_of, label)
+    def get(
+        self,
+        experiment: str,
+        quick: bool,
+        as_of: datetime | None,
+        label: str | None = None,
+        rate: float | None = None,
+    ) -> View:
+        """The View of those runs; with `rate`, of that rate's runs of a rate sweep only."""
+        key = (experiment, quick, as_of, label, rate)
         if key not in self._views:
-            self._views[key] = View(self.reader, experiment, quick, as_of, label)
+            reader = self.reader if rate is None else queries_sweeps.RateReader(self.reader, rate)
+            self._views[key] = View(reader, experiment, quick, as_of, label)
         return self._views[key]

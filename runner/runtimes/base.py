@@ -30,19 +30,26 @@ class RuntimeFault(Exception):
     runtime, where it runs (its base_url) and what happened."""
 
 
+class RequestFault(RuntimeFault):
+    """One request failed (an HTTP error, a broken or stalled stream) while its server
+    stayed reachable: it is stored as an errored request, and the cell goes on."""
+
+
 @dataclass(frozen=True, slots=True)
 class Finished:
-    """One finished request, as any runtime reports it."""
+    """One finished request, as any runtime reports it; an errored one has `error` (what
+    happened), no first token (first_token_ns None) and done_ns when it failed."""
 
     handle: int  # what submit() returned
     prompt_tokens: int  # as the runtime counted them (a server's usage figures)
     output_tokens: int
     cached_tokens: int | None  # prompt tokens served from a cache; None: not reported
     arrival_ns: int  # when submit() was called
-    first_token_ns: int
+    first_token_ns: int | None
     done_ns: int
     tokens: tuple[int, ...] | None  # the output ids; None when the runtime sends only text
     token_ns: tuple[int, ...] | None  # when each output token arrived; None: cannot tell
+    error: str | None = None  # the request failed: why (a RequestFault's message)
 
 
 class Runtime:

@@ -10,8 +10,11 @@ When the text chunks do not match the server's completion count one to one (a to
 that decodes to nothing sends no chunk), per-token times are None rather than guessed,
 except for the stop token at the end, which sends no text by design and is timed by
 the finishing chunk. Sampling seeds are sent only when temperature > 0 (mlx_lm.server
-serves a seeded request on its own, unbatched). Every failure (refused connection, HTTP
-error, broken stream, nothing for read_timeout_s) is a RuntimeFault naming the base_url.
+serves a seeded request on its own, unbatched). A server that cannot be reached is a
+RuntimeFault naming the base_url (it costs the cell), and so is an HTTP 4xx answer (the
+request is wrong, so every one would be); a request that fails while the server is there
+(an HTTP 5xx, no answer or a stalled stream for read_timeout_s, a broken or malformed
+stream) is a RequestFault: stored as an errored request, and the cell goes on.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from urllib.parse import urlsplit
 
 from tokenizers import Tokenizer
 
-from .base import Finished, Runtime, RuntimeFault
+from .base import Finished, RequestFault, Runtime, RuntimeFault
 from .fair import banned_eos_bias, eos_token_ids, exact_length_fields, probe_server_version
 
 POLL_SECONDS = 1.0  # how long poll() waits for a finish before handing control back (at most)
@@ -142,11 +145,16 @@ class OpenAI(Runtime):
     def _run(self, epoch: int, handle: int, body: bytes, arrival: int) -> None:
         try:
             result = self._stream(handle, body, arrival)
+        except RequestFault as e:  # the server is there: this request errored, the cell goes on
+            result = Finished(handle, 0, 0, None, arrival, None, time.perf_counter_ns(), None, None, str(e))
         except RuntimeFault as e:
             result = e
         except Exception as e:  # noqa: BLE001 - a thread must hand every failure back
             result = self.fault(f"the request failed ({type(e).__name__}: {e})")
         self._done.put((epoch, handle, result))
+
+    def request_fault(self, what: str) -> RequestFault:
+        return RequestFault(f"{self.where()}: {what}")
 
     def _stream(self, handle: int, body: bytes, arrival: int) -> Finished:
         kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
@@ -163,11 +171,12 @@ class OpenAI(Runtime):
             except ConnectionRefusedError:
                 raise self.fault("not reachable (connection refused)") from None
             except (socket.timeout, TimeoutError):
-                raise self.fault(f"did not answer within {self.read_timeout:g} s") from None
+                raise self.request_fault(f"did not answer within {self.read_timeout:g} s") from None
             except (OSError, http.client.HTTPException) as e:
                 raise self.fault(f"not reachable ({_why(e)})") from None
-            if resp.status != 200:
-                raise self.fault(f"answered HTTP {resp.status} {resp.reason}: {_snippet(resp)}")
+            if resp.status != 200:  # 4xx: the runner's request is wrong (a path, a field): no cell
+                fault = self.request_fault if resp.status >= 500 else self.fault
+                raise fault(f"answered HTTP {resp.status} {resp.reason}: {_snippet(resp)}")
             return self._read(handle, resp, arrival)
         finally:
             conn.close()
@@ -179,11 +188,11 @@ class OpenAI(Runtime):
             try:
                 line = resp.readline()
             except (socket.timeout, TimeoutError):
-                raise self.fault(
+                raise self.request_fault(
                     f"stopped streaming: nothing for {self.read_timeout:g} s after {len(times)} tokens"
                 ) from None
             except (OSError, http.client.HTTPException) as e:
-                raise self.fault(f"the stream broke after {len(times)} tokens ({_why(e)})") from None
+                raise self.request_fault(f"the stream broke after {len(times)} tokens ({_why(e)})") from None
             now = time.perf_counter_ns()
             if not line:
                 break
@@ -196,13 +205,13 @@ class OpenAI(Runtime):
             try:
                 chunk = json.loads(data)
             except ValueError:
-                raise self.fault(f"sent a stream line that is not JSON: {data[:80]!r}") from None
+                raise self.request_fault(f"sent a stream line that is not JSON: {data[:80]!r}") from None
             if not isinstance(chunk, dict):
-                raise self.fault(f"sent a stream line that is not a JSON object: {data[:80]!r}")
+                raise self.request_fault(f"sent a stream line that is not a JSON object: {data[:80]!r}")
             if isinstance(chunk.get("system_fingerprint"), str):
                 self._fingerprint = chunk["system_fingerprint"][:200]
             if chunk.get("error"):
-                raise self.fault(f"reported an error mid-stream: {str(chunk['error'])[:200]}")
+                raise self.request_fault(f"reported an error mid-stream: {str(chunk['error'])[:200]}")
             for choice in chunk.get("choices") or []:
                 if choice.get("text"):
                     times.append(now)
@@ -210,11 +219,15 @@ class OpenAI(Runtime):
                     finish_ns, reason = now, choice["finish_reason"]
             usage = chunk.get("usage") or usage
         if finish_ns is None:
-            raise self.fault(f"the stream ended before the request finished (after {len(times)} tokens)")
+            raise self.request_fault(
+                f"the stream ended before the request finished (after {len(times)} tokens)"
+            )
         if not isinstance(usage, dict) or not all(
             isinstance(usage.get(k), int) for k in ("prompt_tokens", "completion_tokens")
         ):
-            raise self.fault("sent no usage figures (the runner asks for stream_options.include_usage)")
+            raise self.request_fault(
+                "sent no usage figures (the runner asks for stream_options.include_usage)"
+            )
         n = usage["completion_tokens"]
         if len(times) == n - 1 and reason == "stop":
             times.append(finish_ns)  # the stop token sends no text: it ends the stream

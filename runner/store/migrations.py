@@ -75,6 +75,13 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE passes ADD COLUMN accepted_lengths INTEGER[];
     ALTER TABLE passes ADD COLUMN draft_lengths INTEGER[];
     """,
+    # Errored requests (issue 28): a request that failed while its server answered (an HTTP
+    # error, a stalled or broken stream) is stored with what happened, no first token and
+    # done_ns when it failed; NULL: the request completed (every request before this column).
+    8: """
+    ALTER TABLE requests ADD COLUMN error VARCHAR;
+    ALTER TABLE requests ALTER COLUMN first_token_ns DROP NOT NULL;
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 # Columns later migrations added, with their Arrow types: rows exported before a migration
@@ -95,6 +102,6 @@ ADDED_COLUMNS: dict[str, dict[str, pa.DataType]] = {
         "server_version": pa.string(),
         "rate": pa.float64(),
     },
-    "requests": {"label": pa.string(), "asked_tokens": pa.int32()},
+    "requests": {"label": pa.string(), "asked_tokens": pa.int32(), "error": pa.string()},
     "passes": {"accepted_lengths": pa.list_(pa.int32()), "draft_lengths": pa.list_(pa.int32())},
 }

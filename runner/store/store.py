@@ -47,10 +47,11 @@ REQUEST_SCHEMA = pa.schema(
         ("output_sha256", pa.string()),
         ("label", pa.string()),
         ("asked_tokens", pa.int32()),
+        ("error", pa.string()),
     ]
 )
 # Request columns a caller may leave out (NULL): added after callers that do not know them.
-OPTIONAL_REQUEST_COLUMNS = ("label", "asked_tokens")
+OPTIONAL_REQUEST_COLUMNS = ("label", "asked_tokens", "error")
 TOKEN_SCHEMA = pa.schema([("request_id", pa.int32()), ("token_index", pa.int32()), ("t_ns", pa.int64())])
 PASS_SCHEMA = pa.schema(
     [
