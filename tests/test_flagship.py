@@ -198,3 +198,33 @@ def test_the_capacity_post_answers_first_shows_every_rate_and_stays_a_few_screen
         assert "main-svg" in run.stdout[start : run.stdout.index("</figure>", start)], chart_id
     assert console_messages(run.stderr) == []
     assert seen["headline"] and seen["headline"][1] <= 900 and seen["height"] <= 6_500, seen
+
+
+def test_the_block_drafting_post_checks_2x_in_both_regimes(site, tmp_path, capsys):
+    """block-drafting: its claims on block-8 alone and at the ceiling and on accepted
+    length hold in the audit; the acceptance-by-position chart draws with a clean console;
+    the answer is on the first screen and the page stays under 9,500 px."""
+    site_dir, _ = site
+    assert cli(["audit", "--config-file", str(REPO / "mkdocs.yml")]) == 0
+    out = capsys.readouterr().out
+    mine = re.findall(r"^  blog/posts/block-drafting\.md:\d+ .*  ok ", out, re.M)
+    assert len(mine) >= 6 and sum("tok'" in line for line in mine) >= 3, out
+    page = next(p for p in site_dir.glob("blog/20*/**/index.html") if "Block drafting:" in p.read_text())
+    html = page.read_text()
+    assert "reference-not-audited" in html and "SGLang PR #19952" in html
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(site_dir)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        rel = page.parent.relative_to(site_dir).as_posix()
+        run = chromium(tmp_path, "--dump-dom", f"{base}/{rel}/")
+        seen = layout(tmp_path, site_dir, base, rel)
+    finally:
+        server.shutdown()
+    chart_ids = re.findall(r'<div class="bothrows-chart" id="([^"]+)"', html)
+    assert chart_ids
+    for chart_id in chart_ids:
+        start = run.stdout.index(f'id="{chart_id}"')
+        assert "main-svg" in run.stdout[start : run.stdout.index("</figure>", start)], chart_id
+    assert console_messages(run.stderr) == []
+    assert seen["headline"] and seen["headline"][1] <= 900 and seen["height"] <= 9_500, seen
