@@ -182,15 +182,7 @@ def test_the_capacity_post_answers_first_shows_every_rate_and_stays_a_few_screen
     assert rows == {
         (a, c, r) for a in ("max-batch-1", "max-batch-4") for c in "14" for r in ("0.5", "1", "2", "4", "8")
     }
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(site_dir)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        base = f"http://127.0.0.1:{server.server_address[1]}"
-        rel = page.parent.relative_to(site_dir).as_posix()
-        run = chromium(tmp_path, "--dump-dom", f"{base}/{rel}/")
-        seen = layout(tmp_path, site_dir, base, rel)
-    finally:
-        server.shutdown()
+    run, seen = open_post(site_dir, page, tmp_path)
     chart_ids = re.findall(r'<div class="bothrows-chart" id="([^"]+)"', html)
     assert len(chart_ids) == 4  # goodput, TTFT p99, TPOT p99 by rate; the Pareto chart
     for chart_id in chart_ids:
@@ -212,15 +204,7 @@ def test_the_block_drafting_post_checks_2x_in_both_regimes(site, tmp_path, capsy
     page = next(p for p in site_dir.glob("blog/20*/**/index.html") if "Block drafting:" in p.read_text())
     html = page.read_text()
     assert "reference-not-audited" in html and "SGLang PR #19952" in html
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(site_dir)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        base = f"http://127.0.0.1:{server.server_address[1]}"
-        rel = page.parent.relative_to(site_dir).as_posix()
-        run = chromium(tmp_path, "--dump-dom", f"{base}/{rel}/")
-        seen = layout(tmp_path, site_dir, base, rel)
-    finally:
-        server.shutdown()
+    run, seen = open_post(site_dir, page, tmp_path)
     chart_ids = re.findall(r'<div class="bothrows-chart" id="([^"]+)"', html)
     assert chart_ids
     for chart_id in chart_ids:
@@ -228,3 +212,15 @@ def test_the_block_drafting_post_checks_2x_in_both_regimes(site, tmp_path, capsy
         assert "main-svg" in run.stdout[start : run.stdout.index("</figure>", start)], chart_id
     assert console_messages(run.stderr) == []
     assert seen["headline"] and seen["headline"][1] <= 900 and seen["height"] <= 9_500, seen
+
+
+def open_post(site_dir, page, tmp_path):
+    """(Chromium's --dump-dom run, layout()) of one built post, served on loopback."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(site_dir)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        rel = page.parent.relative_to(site_dir).as_posix()
+        return chromium(tmp_path, "--dump-dom", f"{base}/{rel}/"), layout(tmp_path, site_dir, base, rel)
+    finally:
+        server.shutdown()
