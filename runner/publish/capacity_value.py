@@ -3,9 +3,9 @@ rate sweep, as a claimable value (requests per second, with its interval).
 
 The value reads the judging view (the home chip's data as of the post's date). At the
 experiment's largest concurrency unless `concurrency=` names another. When the SLO held at
-every swept rate there is no number to claim: the value is absent, and a claim on it
-fails saying "at least" the top rate; when it failed already at the lowest rate, it says
-so. This module reads through PostData and queries.Reader; it renders nothing.
+every swept rate there is no number to claim: the value is absent (it reads "at least"
+the top rate on the page), and a claim on it fails saying so; likewise when the SLO failed
+already at the lowest rate. This module reads through PostData and queries.Reader; it renders nothing.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ def capacity_value(
     conc = int(concurrency) if concurrency is not None else (concs[-1] if concs else None)
     what = f"capacity of {arm} at {attainment:.0%} SLO attainment, concurrency {conc}, on {where}"
 
-    def absent(reason: str) -> Measured:
-        m = Measured(None, None, None, 0, "value", what, 2, "req/s")
+    def absent(reason: str, bound: str = "") -> Measured:
+        m = Measured(None, None, None, 0, "value", what, 2, "req/s", bound=bound)
         data.state.missing_of[id(m)] = reason
         return m
 
@@ -42,9 +42,14 @@ def capacity_value(
     cap = compute(met, float(attainment), f"{data.experiment}\n{chip_id}\n{conc}")
     top = f"{cap.rates[-1]:g} req/s"
     if cap.at_least:
-        return absent(f"the SLO held at every swept rate: capacity is at least the top rate, {top}")
+        return absent(
+            f"the SLO held at every swept rate: capacity is at least the top rate, {top}", f"at least {top}"
+        )
     if cap.below:
-        return absent(f"the SLO failed already at the lowest rate, {cap.rates[0]:g} req/s")
+        low = f"{cap.rates[0]:g} req/s"
+        return absent(
+            f"the SLO failed already at the lowest rate, {low}", f"below the lowest rate swept, {low}"
+        )
     n_rounds = max(len(r) for r in met.values())
     m = Measured(cap.value, cap.lo, cap.hi, n_rounds, "value", what, 2, "req/s")
     data.state.cells_of[id(m)] = {(data.experiment, chip_id, arm, conc)}

@@ -43,10 +43,11 @@ class Measured:
     unit: str = ""
     margin: float = 0.0  # how far past no change a direction's interval must lie (the A/A's)
     span: tuple[float, float] | None = None  # the range an open (infinite) bound lies beyond
+    bound: str = ""  # no value, but what the data does say (e.g. "at least 8 req/s")
 
     def text(self) -> str:
         if self.value is None:
-            return "not measured"
+            return self.bound or "not measured"
         return self.format(self.value)
 
     def format(self, v: float) -> str:
