@@ -17,8 +17,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
 import mlx.core as mx
 import numpy as np
@@ -31,10 +31,14 @@ from .sampler import probs, sample
 from .sequence import Sequence
 
 
-class Backlog(NamedTuple):
+@dataclass
+class Backlog:
+    """A row's verified features not yet in its context: appended to in place each pass."""
+
     start: int  # absolute position of the first backlogged feature row
-    parts: list  # (n_i, n*H) feature slices, in order
-    nbytes: int
+    end: int  # the absolute position after the last one
+    parts: list = field(default_factory=list)  # (n_i, n*H) feature slices, in order
+    nbytes: int = 0
 
 
 class BlockDrafting:
@@ -79,7 +83,7 @@ class BlockDrafting:
     def _end(self, rid: int) -> int:
         """The absolute position after the row's last verified position held."""
         b = self._backlog.get(rid)
-        return b.start + sum(p.shape[0] for p in b.parts) if b else self.cache.end(rid)
+        return b.end if b else self.cache.end(rid)
 
     def _flush(self, rid: int) -> None:
         """Project the row's backlog into its context cache (lazily; settled after)."""
@@ -99,10 +103,12 @@ class BlockDrafting:
                 self.release(seq)  # a gap (never expected): restart the row's context here
             if n > 0:
                 part = target.hidden[target.first[b] : target.first[b] + n]
-                old = self._backlog.get(rid)
-                base = old.start if old else (self.cache.end(rid) if self.cache.length(rid) else start)
-                parts = (old.parts if old else []) + [part]
-                self._backlog[rid] = Backlog(base, parts, (old.nbytes if old else 0) + part.nbytes)
+                log = self._backlog.get(rid)
+                if log is None:
+                    base = self.cache.end(rid) if self.cache.length(rid) else start
+                    log = self._backlog[rid] = Backlog(base, base)
+                log.parts.append(part)
+                log.end, log.nbytes = log.end + n, log.nbytes + part.nbytes
         drafting = [s for s in rows if k > 0 and not s.finished and not s.prefilling]
         if drafting:
             for s in drafting:

@@ -91,6 +91,10 @@ class DraftPolicy:
         self.acceptance = PositionAcceptance()
         self._last: Optional[Branch] = None  # the last committed pass's branch
 
+    def carried_lengths(self) -> tuple[int, ...]:
+        """The k a drafting pass may carry: the adaptive candidates, else draft_tokens."""
+        return tuple(k for k in self.lengths if k) if self.adaptive else (self.draft_tokens,)
+
     def width(self, width: int) -> WidthModel:
         if width not in self.widths:
             self.widths[width] = WidthModel()

@@ -205,23 +205,13 @@ class Engine:
         what full rows and a full prefix cache can hold. Returns shapes traced."""
         if not self.config.compile:
             return 0
-        ks = self._draft_lengths()
+        ks = self.policy.carried_lengths() if self.drafter is not None else ()
         rows = self.config.max_batch_size
         max_blocks = -(-(max_context + 3 + max(ks, default=0)) // self.pool.block_size)  # + a pass's reach
         cached = self.config.prefix_cache_bytes // self.pool.block_bytes
         self.pool.reserve(1 + rows * (max_blocks + 1) + cached)
         traced = sum(self.forward.warm(rows, max_blocks, 1 + k, self.config.mtp_layer) for k in ks or (0,))
         return traced + (self.drafter.warm(rows, max_context, ks) if self.drafter is not None else 0)
-
-    def _draft_lengths(self) -> tuple[int, ...]:
-        """The k a drafting pass may carry: the adaptive policy's candidates, else draft_tokens."""
-        if self.drafter is None:
-            return ()
-        return (
-            tuple(k for k in self.policy.lengths if k)
-            if self.policy.adaptive
-            else (self.config.draft_tokens,)
-        )
 
     def clear_prefix_cache(self) -> None:
         """Drop every cached prefix block (a cold start for the next measurement)."""
