@@ -96,11 +96,22 @@ class PostState:
     claim_cells: set[tuple[str, str, str, int]] = field(default_factory=set)  # (experiment, chip, arm, c)
     cells_of: dict[int, set] = field(default_factory=dict)  # id(Measured) -> its cells
     missing_of: dict[int, str] = field(default_factory=dict)  # id(Measured) -> why it is absent
+    # Every Measured keyed above, kept alive with the state: a value a page rendered and
+    # dropped would free its id for a later one, which would inherit its cells or reason.
+    held: list = field(default_factory=list)
     home_problem_told: bool = False
     claim_experiments: dict[int, frozenset[str]] = field(default_factory=dict)  # claim number -> read
     headline_calls: list[tuple] = field(default_factory=list)  # (experiment, arm, base, metrics)
     arm_colors: dict[str, str] = field(default_factory=dict)  # one colour per arm across the post
     headline_html: str = ""  # the headline pair's line, for the blog index and the home page
+
+    def remember(self, m: Measured, cells: set | None = None, missing: str | None = None) -> None:
+        """A value's cells (what a claim on it stands on) or why it is absent, by its id."""
+        self.held.append(m)
+        if cells is not None:
+            self.cells_of[id(m)] = cells
+        if missing is not None:
+            self.missing_of[id(m)] = missing
 
 
 class PostData:
@@ -226,7 +237,7 @@ class PostData:
         margin = self.aa_margin(metric, {c[0] for c in cells}) if kind in ("change", "ratio") else 0.0
         decimals, unit = (spec.decimals, spec.unit) if spec else (1, "")
         m = Measured(value, lo, hi, n, kind, what, decimals, unit, margin, span)
-        self.state.cells_of[id(m)] = {(self.experiment, *c) for c in cells}
+        self.state.remember(m, cells={(self.experiment, *c) for c in cells})
         return m
 
     def aa_margin(self, metric: str, chips: set) -> float:
@@ -251,7 +262,7 @@ class PostData:
     def _absent(self, m: Measured, metric: str, *arms: str) -> Measured:
         reason = self.missing_reason(metric, *arms)
         if m.value is None and reason:
-            self.state.missing_of[id(m)] = reason
+            self.state.remember(m, missing=reason)
         return m
 
     def homeless(self, chip: str | None) -> bool:
