@@ -130,3 +130,12 @@ def test_the_arrays_are_the_cells_intervals():
     lo, hi = intervals.ratio_bounds(np.array([12.0, 13, 15]), np.array([10.0, 11, 12]))
     assert (g.lo, g.hi) == (pytest.approx(lo - 1), pytest.approx(hi - 1))
     assert g.value == pytest.approx(40 / 33 - 1)
+
+
+def test_a_share_of_drafts_kept_has_no_bound_above_1():
+    """Acceptance near 1 in every round: the t interval would pass 1; a share's stops there."""
+    runs = {("c", "a", 1, r): {"acceptance": v, "decode_tps": v} for r, v in enumerate((0.93, 0.99, 1.0))}
+    iv = intervals.Intervals(runs)
+    share, speed = iv.estimate("acceptance", "c", "a", 1), iv.estimate("decode_tps", "c", "a", 1)
+    assert speed.hi > 1.0  # the same values as a speed: the t bound passes 1
+    assert share.hi == 1.0 and share.lo == speed.lo

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runner.publish.metrics import percentile_of
+from runner.publish.metrics import SHARES, percentile_of
 
 LEVEL = 0.95
 MIN_ROUNDS = 2  # fewer rounds give no interval
@@ -221,7 +221,10 @@ class Intervals:
         vals = list(by_round.values())
         percentile = percentile_of(metric)
         if percentile is None or self._requests is None:
-            return level(sum(vals) / len(vals), vals)
+            e = level(sum(vals) / len(vals), vals)
+            if metric in SHARES and e.hi is not None:  # a share's t interval can pass 1
+                return Estimate(e.value, e.lo, min(e.hi, max(1.0, e.value)), e.n_rounds)
+            return e
         column, q = percentile
         runs = self._requests()
         parts = [runs.get((chip, arm, conc, r), {}).get(column, ((), ()))[1] for r in by_round]

@@ -64,6 +64,8 @@ METRICS: dict[str, MetricSpec] = {
 PER_TOKEN = ("itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "stall_max_ms", "itl_mean_ms")
 # Computed from per-pass rows: absent (NULL) for a run whose runtime records no passes.
 ACCEPTANCE_METRICS = tuple(f"acceptance_at_{i}" for i in range(1, MAX_POSITION + 1))
+# Shares of drafts kept: never above 1, so an interval over rounds stops there.
+SHARES = ("acceptance", *ACCEPTANCE_METRICS)
 PER_PASS = ("passes", "drafted_passes", "acceptance", "accepted_length", *ACCEPTANCE_METRICS)
 PER_PASS += ("state_mb", "max_state_mb")
 
