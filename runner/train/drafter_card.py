@@ -42,8 +42,8 @@ def drafter_lines(checkpoint: Path) -> list[str]:
         f"cross-entropy weighted by exp(-(i-1)/{tc.get('gamma')}), AdamW peak lr {tc.get('peak_lr')}, "
         f"on {data.get('sequences')} greedy continuations by the target ({data.get('prompt_tokens')} "
         f"train-stream prompt tokens + {data.get('generate')} generated, seed {data.get('seed')}); "
-        f"{log.get('train_s', 0) / 60:.0f} min at `nice 19` on a 2-core machine shared with other jobs "
-        "(wall time says little about the work). Resume: "
+        f"{log.get('train_s', 0) / 60:.0f} min of training steps, wall time on the machine that trained "
+        "it (its load is not recorded, so the time says little about the work). Resume: "
         f"`runner train --drafter block --model {checkpoint.name} --steps {tc.get('steps')} --resume` "
         "(it needs the state folder `.resume/block_drafter/`, which is not committed).",
     ]
