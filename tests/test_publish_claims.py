@@ -88,3 +88,16 @@ def test_claim_link_escapes_the_stated_text():
     html = str(claim_link(judge(3, "<script>x</script>", change(0.25), 1)))
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert 'href="#audit-claim-3"' in html and "bothrows-claim-failed" in html
+
+
+def test_a_dropped_value_does_not_lend_its_cells_to_a_later_one():
+    """Values are keyed by id while a post renders; one rendered and dropped must not free
+    its id for a later value, which would then stand on its cells (or its missing reason)."""
+    from runner.publish.post_state import PostState
+
+    state = PostState("p", "t")
+    for i in range(50):
+        state.remember(Measured(float(i), None, None, 1, "value", f"v{i}"), cells={("e", "c", "a", i)})
+        state.remember(Measured(None, None, None, 0, "value", f"m{i}"), missing=f"reason {i}")
+    assert len(state.cells_of) == 50 and len(state.missing_of) == 50
+    assert {next(iter(c))[-1] for c in state.cells_of.values()} == set(range(50))

@@ -26,7 +26,7 @@ def capacity_value(
 
     def absent(reason: str, bound: str = "") -> Measured:
         m = Measured(None, None, None, 0, "value", what, 2, "req/s", bound=bound)
-        data.state.missing_of[id(m)] = reason
+        data.state.remember(m, missing=reason)
         return m
 
     if not isinstance(attainment, (int, float)) or not 0 < attainment <= 1:
@@ -52,5 +52,5 @@ def capacity_value(
         )
     n_rounds = max(len(r) for r in met.values())
     m = Measured(cap.value, cap.lo, cap.hi, n_rounds, "value", what, 2, "req/s")
-    data.state.cells_of[id(m)] = {(data.experiment, chip_id, arm, conc)}
+    data.state.remember(m, cells={(data.experiment, chip_id, arm, conc)})
     return m

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from runner.publish.metrics import METRICS
-from runner.publish.postdata import Failure, PostData
+from runner.publish.post_state import Failure
+from runner.publish.postdata import PostData
 from runner.publish.tables import change_interval, change_text, pair_concurrencies
 
 FIELDS = ("arm", "base", "metric", "experiment", "requests")

@@ -28,7 +28,8 @@ from runner.publish.frontmatter import declared, downloads_folder, experiments_o
 from runner.publish.headline import pair_line
 from runner.publish.home import Judging, match_chip, post_cutoff, read_pin, resolve_home, unseen_by_home
 from runner.publish.notes import Note, as_day, declared_notes, notes_html
-from runner.publish.postdata import Failure, PostData, PostState, chip_labels
+from runner.publish.post_state import Failure, PostState, chip_labels
+from runner.publish.postdata import PostData
 from runner.publish.provenance import Downloads
 from runner.publish.rows import LaterRun
 from runner.publish.shortfall import declared_allow_short

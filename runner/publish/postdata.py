@@ -4,7 +4,7 @@
   template and hand back a placeholder token (the HTML is swapped in after Markdown, so
   Markdown never touches it).
 - What a rendering collects (failures, verdicts, blocks, SQL downloads) lives on its
-  one `PostState`, shared by the post's experiments.
+  one `PostState` (`post_state.py`), shared by the post's experiments.
 - Problems never stop the post: they are recorded with the post line that caused them
   and reported together at the end of the build.
 - Values handed to the sandbox hold no reference to the database or to these objects.
@@ -13,15 +13,13 @@
 from __future__ import annotations
 
 import posixpath
-import sys
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from markupsafe import Markup
 
 from runner.publish import aa
 from runner.publish.charts import PALETTE
-from runner.publish.claims import Measured, Verdict, claim_link, judge
+from runner.publish.claims import Measured, claim_link, judge
 from runner.publish.contention import judge_contention
 from runner.publish.home import (
     Cutoff,
@@ -35,41 +33,12 @@ from runner.publish.home import (
 )
 from runner.publish.metrics import METRICS, PER_PASS, unknown_metric_message
 from runner.publish.notes import as_day
+from runner.publish.post_state import Failure, PostState, caller_line, chip_labels
 from runner.publish.rate_views import value_rate
 from runner.publish.regimes import Regimes, check_regimes
 from runner.publish.rows import ArmRuntime
 from runner.publish.shortfall import judge_short
-from runner.publish.templating import template_line
 from runner.publish.views import ViewCache
-
-
-@dataclass(frozen=True, slots=True)
-class Failure:
-    path: str
-    line: int | None
-    message: str
-
-    def describe(self) -> str:
-        return f"{self.path}:{self.line or 1}: {self.message}"
-
-
-def caller_line() -> int | None:
-    """The post-body line of the template expression that is calling us."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        line = template_line(frame.f_globals, frame.f_lineno)
-        if line is not None:
-            return line
-        frame = frame.f_back
-    return None
-
-
-def chip_labels(chips) -> dict[str, str]:
-    """chip_id -> the name pages show: the chip's name, with the start of its id when
-    other chips share the name (the same machine measured with another BLAS, say, is
-    another fingerprint, hence another chip)."""
-    shared = {c.name for c in chips if sum(d.name == c.name for d in chips) > 1}
-    return {c.chip_id: f"{c.name} ({c.chip_id[:8]})" if c.name in shared else c.name for c in chips}
 
 
 def _of(requests: str | None) -> str:
@@ -78,30 +47,6 @@ def _of(requests: str | None) -> str:
 
 def _at(rate: float | None) -> str:
     return "" if rate is None else f" and {rate:g} req/s offered"
-
-
-@dataclass
-class PostState:
-    """What one rendering of a post collects, shared by its experiments' PostData."""
-
-    key: str
-    token_prefix: str
-    line_offset: int = 0
-    page_url: str = ""
-    downloads_folder: str = "downloads"
-    failures: list[Failure] = field(default_factory=list)
-    verdicts: list[Verdict] = field(default_factory=list)
-    blocks: dict[str, str] = field(default_factory=dict)  # token -> HTML
-    inline_text: dict[str, str] = field(default_factory=dict)  # token -> plain text for excerpts
-    sql: dict[str, str] = field(default_factory=dict)  # download file name -> SQL text
-    claim_cells: set[tuple[str, str, str, int]] = field(default_factory=set)  # (experiment, chip, arm, c)
-    cells_of: dict[int, set] = field(default_factory=dict)  # id(Measured) -> its cells
-    missing_of: dict[int, str] = field(default_factory=dict)  # id(Measured) -> why it is absent
-    home_problem_told: bool = False
-    claim_experiments: dict[int, frozenset[str]] = field(default_factory=dict)  # claim number -> read
-    headline_calls: list[tuple] = field(default_factory=list)  # (experiment, arm, base, metrics)
-    arm_colors: dict[str, str] = field(default_factory=dict)  # one colour per arm across the post
-    headline_html: str = ""  # the headline pair's line, for the blog index and the home page
 
 
 class PostData:
@@ -227,7 +172,7 @@ class PostData:
         margin = self.aa_margin(metric, {c[0] for c in cells}) if kind in ("change", "ratio") else 0.0
         decimals, unit = (spec.decimals, spec.unit) if spec else (1, "")
         m = Measured(value, lo, hi, n, kind, what, decimals, unit, margin, span)
-        self.state.cells_of[id(m)] = {(self.experiment, *c) for c in cells}
+        self.state.remember(m, cells={(self.experiment, *c) for c in cells})
         return m
 
     def aa_margin(self, metric: str, chips: set) -> float:
@@ -252,7 +197,7 @@ class PostData:
     def _absent(self, m: Measured, metric: str, *arms: str) -> Measured:
         reason = self.missing_reason(metric, *arms)
         if m.value is None and reason:
-            self.state.missing_of[id(m)] = reason
+            self.state.remember(m, missing=reason)
         return m
 
     def homeless(self, chip: str | None) -> bool:

@@ -35,7 +35,7 @@ def models_for(data: PostData, cutoff) -> Models:
 def _none(data: PostData, kind: str, what: str, reason: str | None) -> Measured:
     m = data.measured(None, None, None, 0, kind, what, "decode_tps", set())
     if reason:
-        data.state.missing_of[id(m)] = reason
+        data.state.remember(m, missing=reason)
     return m
 
 
