@@ -4,14 +4,12 @@ server arm (whose own work is another process's), lets it stand (real mkdocs bui
 
 from __future__ import annotations
 
-import duckdb
 import pytest
-from fixture_db import build_fixture
+from fixture_db import edited_fixture
 from publish_project import build_site, post_text, write_project
 
 from runner.publish.claims import Verdict
 from runner.publish.contention import CONTENTION_GAP, contention_gap, judge_contention
-from runner.store.store import Store
 
 CELL = "r.arm = '{arm}' AND r.concurrency = 1 AND c.name = 'Fixture M1'"
 
@@ -19,11 +17,7 @@ CELL = "r.arm = '{arm}' AND r.concurrency = 1 AND c.name = 'Fixture M1'"
 def contended_fixture(db, off_share: float, runtime_of_off: str | None = None) -> None:
     """The fixture with every run's busy share 0.02, except arm "off" at concurrency 1 on
     Fixture M1 (the claim's base), whose runs held `off_share`."""
-    build_fixture(db)
-    with Store.open(db):
-        pass  # migrated by the store; the rows below are test data written directly
-    con = duckdb.connect(str(db))
-    try:
+    with edited_fixture(db) as con:
         con.execute("UPDATE runs SET busy_fraction_other = 0.02")
         where = CELL.format(arm="off")
         ids = f"SELECT r.run_id FROM runs r JOIN chips c USING (chip_id) WHERE {where}"
@@ -31,8 +25,6 @@ def contended_fixture(db, off_share: float, runtime_of_off: str | None = None) -
         if runtime_of_off:
             con.execute(f"UPDATE runs SET runtime = '{runtime_of_off}' WHERE run_id IN ({ids})")
         n = con.execute(f"SELECT count(*) FROM runs WHERE busy_fraction_other = {off_share}").fetchall()[0][0]
-    finally:
-        con.close()
     assert n >= 2  # every round of the base cell
 
 
