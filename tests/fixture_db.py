@@ -10,9 +10,13 @@ any real chip.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+
+import duckdb
 
 from runner.store.cell import CellRecord
 from runner.store.store import Store
@@ -255,3 +259,17 @@ def remeasure(
             st.finish_run(run, "complete", finished_at=day.replace(hour=hour + 1))
             run_ids.append(run)
     return run_ids
+
+
+@contextmanager
+def edited_fixture(path: str | Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The fixture built at `path` and migrated by the store, and a connection for a test
+    to write its own rows into it directly (closed on leaving)."""
+    build_fixture(path)
+    with Store.open(path):
+        pass
+    con = duckdb.connect(str(path))
+    try:
+        yield con
+    finally:
+        con.close()

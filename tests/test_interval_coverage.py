@@ -24,7 +24,8 @@ from runner.publish import intervals
 EXPERIMENTS = 1000
 GAIN = 0.10
 CASES = [(r, n) for r in (2, 3, 5) for n in (16, 128)]
-KINDS = ("mean", "p50", "p99", "total", "gain mean", "gain total", "zero mean", "zero total")
+KINDS = ("mean", "p50", "p99", "total", "gain mean", "gain p50", "gain p99", "gain total")
+KINDS += ("zero mean", "zero p99", "zero total")
 LOW, HIGH = 0.93, 0.985
 DIRECTION_AT_ZERO = 0.05 + 2 * (0.05 * 0.95 / EXPERIMENTS) ** 0.5
 QUANTILES = {"p50": 0.5, "p99": 0.99}
@@ -60,12 +61,17 @@ def coverage(rounds: int, requests: int) -> tuple[dict[str, float | None], float
     out["total"] = _covers(*intervals.level_bounds(a.total_tps), truth.total_tps).mean()
     # tok/s: the faster arm b is 1 + GAIN times arm a's
     out["gain mean"] = _covers(*intervals.ratio_bounds(b.mean_tps, a.mean_tps), 1 + GAIN).mean()
+    # a percentile in ms: arm a's is 1 + GAIN times the faster arm b's, paired by round
+    for kind in QUANTILES:
+        ratio = intervals.ratio_bounds(getattr(a, f"{kind}_ms"), getattr(b, f"{kind}_ms"))
+        out[f"gain {kind}"] = _covers(*ratio, 1 + GAIN).mean()
     out["gain total"] = _covers(*intervals.ratio_bounds(b.total_tps, a.total_tps), 1 + GAIN).mean()
     zero = [
         intervals.ratio_bounds(b0.mean_tps, a0.mean_tps),
+        intervals.ratio_bounds(b0.p99_ms, a0.p99_ms),
         intervals.ratio_bounds(b0.total_tps, a0.total_tps),
     ]
-    out["zero mean"], out["zero total"] = (_covers(lo, hi, 1.0).mean() for lo, hi in zero)
+    out["zero mean"], out["zero p99"], out["zero total"] = (_covers(lo, hi, 1.0).mean() for lo, hi in zero)
     directional = max((~_covers(lo, hi, 1.0)).mean() for lo, hi in zero)
     return out, directional, _share(*bounds["p99"], truth.p99_ms)
 

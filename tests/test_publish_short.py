@@ -3,21 +3,14 @@ fails with that reason, and workload.allow_short = true lets it stand (real mkdo
 
 from __future__ import annotations
 
-import duckdb
-from fixture_db import EXPERIMENT, build_fixture
+from fixture_db import EXPERIMENT, edited_fixture
 from publish_project import build_site, post_text, write_project
-
-from runner.store.store import Store
 
 
 def short_fixture(db) -> None:
     """The fixture, every request asked for what it got except three of arm "on" at
     concurrency 1 on Fixture M1, which were asked for one token more."""
-    build_fixture(db)
-    with Store.open(db):
-        pass  # migrated by the store; the rows below are test data written directly
-    con = duckdb.connect(str(db))
-    try:
+    with edited_fixture(db) as con:
         con.execute("UPDATE requests SET asked_tokens = output_tokens")
         con.execute(
             "UPDATE requests SET asked_tokens = output_tokens + 1 WHERE run_id IN (SELECT r.run_id FROM "
@@ -25,8 +18,6 @@ def short_fixture(db) -> None:
             "AND r.concurrency = 1) AND request_id < 2"
         )
         n = con.execute("SELECT count(*) FROM requests WHERE output_tokens < asked_tokens").fetchall()[0][0]
-    finally:
-        con.close()
     assert n == 2 * 2  # two rounds, two short requests each
 
 

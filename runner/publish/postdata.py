@@ -20,6 +20,7 @@ from markupsafe import Markup
 from runner.publish import aa
 from runner.publish.charts import PALETTE
 from runner.publish.claims import Measured, claim_link, judge
+from runner.publish.contention import judge_contention
 from runner.publish.home import (
     Cutoff,
     Judging,
@@ -329,6 +330,9 @@ class PostData:
         )
         short = self.reader.short_cells(self.experiment, self.quick, self.cutoff(None)) if self.short else {}
         verdict = judge_short(verdict, cells, short, self.allow_short)
+        verdict = judge_contention(
+            verdict, cells, self.reader.contention(self.experiment, self.quick, self.cutoff(None))
+        )
         self.state.verdicts.append(verdict)
         told = measured.value is None and self.state.home_problem_told and self.judging.chip_id is None
         if not verdict.ok and not told:

@@ -35,24 +35,26 @@ from runner.publish.rows import (
     WidthRuns,
 )
 from runner.publish.sql import (
+    CELLS_SQL,
+    DRAFTED_BY_WIDTH_RUNS_SQL,
+    GAP_VALUES_SQL,
+    RAW_SQL,
+    REQUEST_VALUES_SQL,
+    RUN_VALUES_SQL,
+    TIMELINE_SQL,
+)
+from runner.publish.sql_provenance import (
     ARM_RUNTIMES_SQL,
     BUSY,
     BUSY_CELLS_SQL,
-    CELLS_SQL,
     CHIPS_SQL,
     DECLARATION_CELLS_SQL,
-    DRAFTED_BY_WIDTH_RUNS_SQL,
-    GAP_VALUES_SQL,
     LAYOUT_SQL,
     LOAD_SQL,
     PROVENANCE_SQL,
-    RAW_SQL,
     REMEASURED_SQL,
     REPETITIONS_SQL,
-    REQUEST_VALUES_SQL,
     RUN_SUMMARY_SQL,
-    RUN_VALUES_SQL,
-    TIMELINE_SQL,
 )
 from runner.publish.sql_sweeps import at_rate
 from runner.store.migrations import SCHEMA_VERSION

@@ -1,7 +1,8 @@
 """Rate sweeps' and fair lengths' questions, a mixin of `queries.Reader`.
 
-- Short and errored requests per cell, the swept rates, the declared SLO and each request's SLO
-  outcome; `RateReader` gives a View one rate's runs of a sweep.
+- Short and errored requests per cell, the CPU share other processes held in each run,
+  the swept rates, the declared SLO and each request's SLO outcome; `RateReader` gives a
+  View one rate's runs of a sweep.
 - Runs SQL through the Reader's own connection; connects to nothing itself.
 """
 
@@ -13,7 +14,7 @@ from datetime import datetime
 import numpy as np
 
 from runner.publish.queries_views import judged
-from runner.publish.sql_sweeps import SHORT_CELLS_SQL, SLO_MET_SQL, SLO_SQL, SWEEP_RATES_SQL
+from runner.publish.sql_sweeps import CONTENTION_SQL, SHORT_CELLS_SQL, SLO_MET_SQL, SLO_SQL, SWEEP_RATES_SQL
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,17 @@ class SweepQueries:
         have any."""
         sql, p = judged(SHORT_CELLS_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of})
         return {(c, a, int(k)): ShortCount(int(s), int(n), int(e)) for c, a, k, s, n, e in self._rows(sql, p)}
+
+    def contention(
+        self, experiment: str, quick: bool, as_of: datetime | None = None
+    ) -> dict[tuple[str, str, int], dict[int, float]]:
+        """(chip_id, arm, concurrency) -> {round: other processes' share of the CPU}, for
+        in-process arms whose runs recorded it."""
+        sql, p = judged(CONTENTION_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of})
+        out: dict[tuple[str, str, int], dict[int, float]] = {}
+        for c, a, k, r, busy in self._rows(sql, p):
+            out.setdefault((c, a, int(k)), {})[int(r)] = float(busy)
+        return out
 
     def sweep_rates(self, experiment: str, quick: bool) -> list[float]:
         """The rates of a rate sweep with complete runs (empty: not a sweep)."""

@@ -5,7 +5,8 @@ names, and the machine probes. Text only; `queries.Reader` runs it.
 
 from __future__ import annotations
 
-from runner.publish.sql import CHOSEN_RUNS, RUNTIME_VERSIONS
+from runner.publish.sql import CHOSEN_RUNS
+from runner.publish.sql_provenance import RUNTIME_VERSIONS
 
 # A judging view's runs (runner.publish.home.Cutoff), in place of CHOSEN_RUNS: what the
 # author could have seen, not the newest. Before $as_of, each cell's earliest run started

@@ -2,11 +2,10 @@
 
 - Open (with its write lock), migrate (the schema's history is migrations.py's), and
   append chips, runs (one a `CellRecord`, `cell.py`), requests, per-token times and
-  passes.
+  passes (`row_appends.py`, in the shapes of `row_schemas.py`).
 - Append-only: a re-measurement adds runs; nothing changes in place except what a run's
   finish records (its status, finish time and the machine-load figures taken over its
   cell) and, while it runs, its machine probe (`record_probe`).
-- Rows go in as Arrow tables, never one `executemany` row at a time.
 - It reads no data for pages (that is `runner.publish.queries`) and knows nothing about
   the engine or experiments beyond the column names.
 """
@@ -22,70 +21,31 @@ import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator
 
 import duckdb
-import pyarrow as pa
 
 from .cell import CellRecord
+from .errors import StoreError, StoreLocked  # noqa: F401  (the API)
 from .migrations import ADDED_COLUMNS, MIGRATIONS, SCHEMA_VERSION  # noqa: F401  (the API)
+from .row_appends import RowAppends
+from .row_schemas import (  # noqa: F401  (the API)
+    CHIP_COLUMNS,
+    OPTIONAL_PASS_COLUMNS,
+    OPTIONAL_REQUEST_COLUMNS,
+    PASS_SCHEMA,
+    REQUEST_SCHEMA,
+    TOKEN_SCHEMA,
+)
 
 LOAD_COLUMNS = ("loadavg_start", "loadavg_end", "steal_fraction", "busy_fraction_other")
 PROBE_COLUMNS = ("probe_prefill_gflops", "probe_decode_gflops", "probe_read_gbps")
 
-CHIP_COLUMNS = ("name", "device", "cores", "memory_bytes", "os", "mlx_version")
-REQUEST_SCHEMA = pa.schema(
-    [
-        ("request_id", pa.int32()),
-        ("client", pa.int32()),
-        ("prompt_tokens", pa.int32()),
-        ("output_tokens", pa.int32()),
-        ("cached_tokens", pa.int32()),
-        ("arrival_ns", pa.int64()),
-        ("first_token_ns", pa.int64()),
-        ("done_ns", pa.int64()),
-        ("output_sha256", pa.string()),
-        ("label", pa.string()),
-        ("asked_tokens", pa.int32()),
-        ("error", pa.string()),
-    ]
-)
-# Request columns a caller may leave out (NULL): added after callers that do not know them.
-OPTIONAL_REQUEST_COLUMNS = ("label", "asked_tokens", "error")
-TOKEN_SCHEMA = pa.schema([("request_id", pa.int32()), ("token_index", pa.int32()), ("t_ns", pa.int64())])
-PASS_SCHEMA = pa.schema(
-    [
-        ("pass_index", pa.int32()),
-        ("start_ns", pa.int64()),
-        ("duration_ns", pa.int64()),
-        ("kind", pa.string()),
-        ("width", pa.int32()),
-        ("prefill_tokens", pa.int32()),
-        ("decode_tokens", pa.int32()),
-        ("drafted", pa.int32()),
-        ("accepted", pa.int32()),
-        ("emitted", pa.int32()),
-        ("state_bytes", pa.int64()),
-        ("max_row_state_bytes", pa.int64()),
-        ("accepted_lengths", pa.list_(pa.int32())),
-        ("draft_lengths", pa.list_(pa.int32())),
-    ]
-)
-# Pass columns a caller may leave out (NULL): the drafting histograms (schema 7).
-OPTIONAL_PASS_COLUMNS = ("accepted_lengths", "draft_lengths")
 RUN_STATUSES = ("running", "complete", "failed")
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
 # DuckDB hands a second connection in the same process the same database instance
 # without any lock error; this registry makes "one writer per file" hold in-process too.
 _OPEN_HERE: set[str] = set()
-
-
-class StoreError(Exception):
-    """A readable problem with the database or the rows given to it."""
-
-
-class StoreLocked(StoreError):
-    """Another writer holds the database."""
 
 
 def chip_id_of(fingerprint: dict) -> str:
@@ -104,7 +64,7 @@ def _utc_naive(ts: datetime | None) -> datetime:
     return ts.astimezone(timezone.utc).replace(tzinfo=None) if ts.tzinfo else ts
 
 
-class Store:
+class Store(RowAppends):
     """An open, migrated database holding the write lock until close()."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path: Path):
@@ -266,73 +226,6 @@ class Store:
         )
         return run_id
 
-    def append_requests(self, run_id: str, rows: list[dict]) -> None:
-        """Rows of REQUEST_SCHEMA's columns (OPTIONAL_REQUEST_COLUMNS may be left out: NULL)."""
-        rows = [
-            r
-            if all(k in r for k in OPTIONAL_REQUEST_COLUMNS)
-            else {**dict.fromkeys(OPTIONAL_REQUEST_COLUMNS), **r}
-            for r in rows
-        ]
-        self._append("requests", REQUEST_SCHEMA, run_id, rows)
-
-    def append_tokens(self, run_id: str, times: dict[int, Sequence[int]]) -> None:
-        """Per-token times: request_id -> each output token's t_ns (cell-relative), in token
-        order. Append the run's requests first: every request named must be one of them,
-        with exactly output_tokens times. Built column-wise: a cell has many tokens."""
-        self._require_running(run_id, "append_tokens")
-        if not times:
-            return
-        try:
-            ids = [int(k) for k in times]
-            lengths = [len(v) for v in times.values()]
-            arrow = pa.table(
-                {
-                    "request_id": pa.array([k for k, n in zip(ids, lengths) for _ in range(n)], pa.int32()),
-                    "token_index": pa.array([i for n in lengths for i in range(n)], pa.int32()),
-                    "t_ns": pa.array([t for v in times.values() for t in v], pa.int64()),
-                },
-                schema=TOKEN_SCHEMA,
-            )
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
-            raise StoreError(f"append_tokens: {e}") from None
-        counts = pa.table({"request_id": pa.array(ids, pa.int32()), "n": pa.array(lengths, pa.int64())})
-        self.con.register("_incoming", arrow)
-        self.con.register("_counts", counts)
-        try:
-            wrong = self.con.execute(
-                "SELECT c.request_id, c.n, q.output_tokens FROM _counts c LEFT JOIN "
-                "(SELECT request_id, output_tokens FROM requests WHERE run_id = ?) q USING (request_id) "
-                "WHERE q.output_tokens IS DISTINCT FROM c.n ORDER BY c.request_id LIMIT 3",
-                [run_id],
-            ).fetchall()
-            if wrong:
-                raise StoreError(
-                    "append_tokens: "
-                    + "; ".join(
-                        f"request {k} of run {run_id} "
-                        + (
-                            "is not in its requests"
-                            if out is None
-                            else f"has {out} output tokens but {n} times"
-                        )
-                        for k, n, out in wrong
-                    )
-                )
-            self.con.execute(
-                "INSERT INTO tokens (run_id, request_id, token_index, t_ns) "
-                "SELECT ?, request_id, token_index, t_ns FROM _incoming",
-                [run_id],
-            )
-        finally:
-            self.con.unregister("_incoming")
-            self.con.unregister("_counts")
-
-    def append_passes(self, run_id: str, rows: list[dict]) -> None:
-        """Rows of PASS_SCHEMA's columns (OPTIONAL_PASS_COLUMNS may be left out: NULL)."""
-        rows = [{**dict.fromkeys(OPTIONAL_PASS_COLUMNS), **r} for r in rows]
-        self._append("passes", PASS_SCHEMA, run_id, rows)
-
     def finish_run(
         self,
         run_id: str,
@@ -383,37 +276,6 @@ class Store:
         if n:
             self.con.execute("UPDATE runs SET status = 'failed' WHERE status = 'running'")
         return int(n)
-
-    def _require_running(self, run_id: str, what: str) -> None:
-        row = self._one("SELECT status FROM runs WHERE run_id = ?", [run_id])
-        if row is None:
-            raise StoreError(f"{what}: no run {run_id!r}")
-        if row[0] != "running":
-            raise StoreError(f"{what}: run {run_id} is already {row[0]}; runs are append-only")
-
-    def _append(self, table: str, schema: pa.Schema, run_id: str, rows: list[dict]) -> None:
-        self._require_running(run_id, f"append_{table}")
-        if not rows:
-            return
-        want = set(schema.names)
-        for i, row in enumerate(rows):
-            if set(row) != want:
-                missing, extra = sorted(want - set(row)), sorted(set(row) - want)
-                raise StoreError(
-                    f"append_{table}: row {i} has missing columns {missing} and unknown columns {extra}"
-                )
-        try:
-            arrow = pa.Table.from_pylist(rows, schema=schema)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
-            raise StoreError(f"append_{table}: {e}") from None
-        cols = ", ".join(schema.names)
-        self.con.register("_incoming", arrow)
-        try:
-            self.con.execute(
-                f"INSERT INTO {table} (run_id, {cols}) SELECT ?, {cols} FROM _incoming", [run_id]
-            )
-        finally:
-            self.con.unregister("_incoming")
 
     # -- reading what the runner itself needs (resume) -------------------------
     def complete_cells(
