@@ -159,17 +159,17 @@ def test_every_shipped_post_answers_on_its_first_screen_and_stays_short(site, tm
 
 
 def test_the_capacity_post_answers_first_shows_every_rate_and_stays_a_few_screens(site, tmp_path, capsys):
-    """capacity-under-an-slo: its capacity claims hold with their intervals in the audit;
-    at 1280 px its charts draw with a clean console, the answer and the first chart are on
-    the first screen, and the page stays under 6,500 px; its regime table has every swept
-    rate at batch 1 and at the ceiling for both arms."""
+    """capacity-under-an-slo: its capacity claims (three runtimes on tiny, ours on deep, two
+    batch ceilings) hold with their intervals in the audit; at 1280 px its charts draw with a clean console, the answer and
+    the first chart are on the first screen, and the page stays under 6,500 px; the batch
+    ceilings' regime table has every swept rate at batch 1 and at the ceiling."""
     site_dir, _ = site
     assert cli(["audit", "--config-file", str(REPO / "mkdocs.yml")]) == 0
     out = capsys.readouterr().out
     caps = re.findall(
         r"^  blog/posts/capacity-under-an-slo\.md:\d+ .*req/s'  measured .*95% \[.*\]  ok ", out, re.M
     )
-    assert len(caps) == 2, out
+    assert len(caps) >= 6, out
     page = next(
         p for p in site_dir.glob("blog/20*/**/index.html") if "capacity-under-an-slo" in p.read_text()
     )
@@ -183,10 +183,10 @@ def test_the_capacity_post_answers_first_shows_every_rate_and_stays_a_few_screen
     assert rows == {(a, c, r) for a in arms for c in "14" for r in ("0.5", "1", "2", "4", "8")}
     run, seen = open_post(site_dir, page, tmp_path)
     chart_ids = re.findall(r'<div class="bothrows-chart" id="([^"]+)"', html)
-    # goodput, TTFT p99, TPOT p99 by rate and the Pareto chart; TTFT p99 by runtime
+    # goodput and TTFT p99 by rate on tiny and on deep, and tiny's Pareto chart
     assert len(chart_ids) == 5
-    # the runtimes' SLO held at every rate: the value reads as the bound, not "not measured"
-    assert html.count("at least 8 req/s") == 3
+    # the SLO breaks inside every tiny sweep; on deep, mlx-lm and the server miss it at the lowest rate
+    assert "at least" not in html and html.count("below the lowest rate swept, 1 req/s") == 2
     for chart_id in chart_ids:
         start = run.stdout.index(f'id="{chart_id}"')
         assert "main-svg" in run.stdout[start : run.stdout.index("</figure>", start)], chart_id
@@ -195,14 +195,15 @@ def test_the_capacity_post_answers_first_shows_every_rate_and_stays_a_few_screen
 
 
 def test_the_block_drafting_post_checks_2x_in_both_regimes(site, tmp_path, capsys):
-    """block-drafting: its claims on block-8 alone and at the ceiling and on accepted
-    length hold in the audit; the acceptance-by-position chart draws with a clean console;
-    the answer is on the first screen and the page stays under 9,500 px."""
+    """block-drafting: its claims on block-8 alone and at the ceiling on tiny and deep, on
+    accepted length and acceptance by position hold in the audit; the acceptance-by-position
+    chart draws with a clean console; the answer is on the first screen and the page stays
+    under 9,500 px."""
     site_dir, _ = site
     assert cli(["audit", "--config-file", str(REPO / "mkdocs.yml")]) == 0
     out = capsys.readouterr().out
     mine = re.findall(r"^  blog/posts/block-drafting\.md:\d+ .*  ok ", out, re.M)
-    assert len(mine) >= 6 and sum("tok'" in line for line in mine) >= 3, out
+    assert len(mine) >= 8 and any("tok'" in line for line in mine), out
     page = next(p for p in site_dir.glob("blog/20*/**/index.html") if "Block drafting:" in p.read_text())
     html = page.read_text()
     assert "reference-not-audited" in html and "SGLang PR #19952" in html
