@@ -160,9 +160,10 @@ def test_every_shipped_post_answers_on_its_first_screen_and_stays_short(site, tm
 
 def test_the_capacity_post_answers_first_shows_every_rate_and_stays_a_few_screens(site, tmp_path, capsys):
     """capacity-under-an-slo: its capacity claims (three runtimes on tiny, ours on deep, two
-    batch ceilings) hold with their intervals in the audit; at 1280 px its charts draw with a clean console, the answer and
-    the first chart are on the first screen, and the page stays under 6,500 px; the batch
-    ceilings' regime table has every swept rate at batch 1 and at the ceiling."""
+    batch ceilings) hold with their intervals in the audit; at 1280 px its charts draw with
+    a clean console, the answer and the first chart are on the first screen, and the page
+    stays under 6,500 px; the runtimes' regime table at 8 req/s has every runtime at batch
+    1 and at the ceiling."""
     site_dir, _ = site
     assert cli(["audit", "--config-file", str(REPO / "mkdocs.yml")]) == 0
     out = capsys.readouterr().out
@@ -179,14 +180,13 @@ def test_the_capacity_post_answers_first_shows_every_rate_and_stays_a_few_screen
             r'bothrows-pair-row" [^>]*data-arm="([^"]+)" data-concurrency="(\d)" data-rate="([\d.]+)"', html
         )
     )
-    arms = ("max-batch-1", "max-batch-4")
-    assert rows == {(a, c, r) for a in arms for c in "14" for r in ("0.5", "1", "2", "4", "8")}
+    assert rows == {(a, c, "8") for a in ("ours", "mlx-lm", "mlx-lm-server") for c in "14"}  # tiny, 8 req/s
     run, seen = open_post(site_dir, page, tmp_path)
     chart_ids = re.findall(r'<div class="bothrows-chart" id="([^"]+)"', html)
     # goodput and TTFT p99 by rate on tiny and on deep, and tiny's Pareto chart
     assert len(chart_ids) == 5
     # the SLO breaks inside every tiny sweep; on deep, mlx-lm and the server miss it at the lowest rate
-    assert "at least" not in html and html.count("below the lowest rate swept, 1 req/s") == 2
+    assert "at least 32 req/s" not in html and html.count("below the lowest rate swept, 1 req/s") == 2
     for chart_id in chart_ids:
         start = run.stdout.index(f'id="{chart_id}"')
         assert "main-svg" in run.stdout[start : run.stdout.index("</figure>", start)], chart_id

@@ -14,30 +14,35 @@ from runner.publish.contention import CONTENTION_GAP, contention_gap, judge_cont
 CELL = "r.arm = '{arm}' AND r.concurrency = 1 AND c.name = 'Fixture M1'"
 
 
-def contended_fixture(db, off_share: float, runtime_of_off: str | None = None) -> None:
-    """The fixture with every run's busy share 0.02, except arm "off" at concurrency 1 on
-    Fixture M1 (the claim's base), whose runs held `off_share`."""
+def contended_fixture(
+    db, off_share: float, runtime_of_off: str | None = None, column: str = "busy_fraction_other"
+) -> None:
+    """The fixture with every run's busy share 0.02 and no steal, except arm "off" at
+    concurrency 1 on Fixture M1 (the claim's base), whose runs lost `off_share` (in
+    `column`: other processes, or the hypervisor's steal)."""
     with edited_fixture(db) as con:
-        con.execute("UPDATE runs SET busy_fraction_other = 0.02")
+        con.execute("UPDATE runs SET busy_fraction_other = 0.02, steal_fraction = 0.0")
         where = CELL.format(arm="off")
         ids = f"SELECT r.run_id FROM runs r JOIN chips c USING (chip_id) WHERE {where}"
-        con.execute(f"UPDATE runs SET busy_fraction_other = {off_share} WHERE run_id IN ({ids})")
+        con.execute(f"UPDATE runs SET {column} = {off_share} WHERE run_id IN ({ids})")
         if runtime_of_off:
             con.execute(f"UPDATE runs SET runtime = '{runtime_of_off}' WHERE run_id IN ({ids})")
-        n = con.execute(f"SELECT count(*) FROM runs WHERE busy_fraction_other = {off_share}").fetchall()[0][0]
+        n = con.execute(f"SELECT count(*) FROM runs WHERE {column} = {off_share}").fetchall()[0][0]
     assert n >= 2  # every round of the base cell
 
 
-def test_a_claim_over_unequally_contended_arms_fails_naming_them(tmp_path):
+@pytest.mark.parametrize("column", ["busy_fraction_other", "steal_fraction"])
+def test_a_claim_over_unequally_contended_arms_fails_naming_them(tmp_path, column):
     db = tmp_path / "busy.duckdb"
-    contended_fixture(db, 0.40)
+    contended_fixture(db, 0.40, column=column)
     config = write_project(tmp_path, db, {"p.md": post_text(stated="+25%")})
     result = build_site(config)
     assert not result.ok
     claim = [w for w in result.warnings if "stated '+25%'" in w]
     assert len(claim) == 1 and "blog/posts/p.md:10: claim 1" in claim[0]
     assert "different contention" in claim[0]
-    assert "40% of the CPU during off and 2% during on at concurrency 1" in claim[0]
+    off, on = (40, 2) if column == "busy_fraction_other" else (42, 2)  # steal adds to the 0.02 busy
+    assert f"took {off}% of the CPU during off and {on}% during on at concurrency 1" in claim[0]
 
 
 @pytest.mark.parametrize("share, runtime", [(0.02 + CONTENTION_GAP * 0.9, None), (0.40, "mlx-lm-server")])

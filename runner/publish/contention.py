@@ -1,11 +1,13 @@
 """Arms that ran under different contention, in a claim's verdict.
 
-- Each run records the share of the CPU that other processes held while it ran
-  (`runs.busy_fraction_other`). Arms of a round run one after another, so a tenant that
-  comes and goes can load one arm and not the other: on shared machines the difference
-  in that share between a pair's arms tracked the log ratio of their speeds (correlation
-  -0.93 over 48 A/A pairs), and a directional claim between identical arms passed on it.
-  No interval can see such a bias when it repeats in every round.
+- Each run records the share of the CPU taken from it while it ran: by other processes
+  (`runs.busy_fraction_other`) and by the hypervisor (`runs.steal_fraction`, a VM's
+  steal). Arms of a round run one after another, so a tenant that comes and goes can
+  load one arm and not the other: on shared machines the difference in other processes'
+  share between a pair's arms tracked the log ratio of their speeds (correlation -0.93
+  over 48 A/A pairs), and a directional claim between identical arms passed on it; on a
+  machine with nothing else running, steal alone reached a third of some runs' time. No
+  interval can see such a bias when it repeats in every round.
 - A claim comparing arms of a cell (same chip and concurrency) fails, naming the arms and
   their shares, when the mean over their common rounds of the difference of the two
   arms' shares exceeds CONTENTION_GAP: the measurement cannot tell the arms' speeds from
@@ -27,7 +29,7 @@ CONTENTION_GAP = 0.10  # of the whole CPU; one busy core of two is 0.5
 
 def contention_gap(cells, busy: dict) -> tuple[float, str, str, int, float, float] | None:
     """The pair of arms in `cells` ((experiment, chip, arm, c) or (chip, arm, c)) sharing a
-    chip and concurrency whose mean paired difference in other processes' CPU share is
+    chip and concurrency whose mean paired difference in the CPU share taken from them is
     largest: (gap, arm, other, concurrency, arm's mean share, other's); None when no pair
     has a round in common."""
     by_cell: dict[tuple[str, int], set[str]] = {}
@@ -61,9 +63,9 @@ def judge_contention(verdict: Verdict, cells, busy: dict) -> Verdict:
         verdict,
         ok=False,
         reason=(
-            f"the arms ran under different contention: other processes held {share_a:.0%} of "
-            f"the CPU during {a} and {share_b:.0%} during {b} at concurrency {conc} (mean over "
-            f"rounds, more than {CONTENTION_GAP:.0%} apart), so the machine's load and the "
-            "arms' speeds cannot be told apart; re-measure on a quieter machine"
+            f"the arms ran under different contention: other processes and the hypervisor's steal "
+            f"took {share_a:.0%} of the CPU during {a} and {share_b:.0%} during {b} at concurrency "
+            f"{conc} (mean over rounds, more than {CONTENTION_GAP:.0%} apart), so the machine's "
+            "load and the arms' speeds cannot be told apart; re-measure on a quieter machine"
         ),
     )

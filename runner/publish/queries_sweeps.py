@@ -1,6 +1,6 @@
 """Rate sweeps' and fair lengths' questions, a mixin of `queries.Reader`.
 
-- Short and errored requests per cell, the CPU share other processes held in each run,
+- Short and errored requests per cell, the CPU share taken from each run,
   the swept rates, the declared SLO and each request's SLO outcome; `RateReader` gives a
   View one rate's runs of a sweep.
 - Runs SQL through the Reader's own connection; connects to nothing itself.
@@ -41,8 +41,8 @@ class SweepQueries:
     def contention(
         self, experiment: str, quick: bool, as_of: datetime | None = None
     ) -> dict[tuple[str, str, int], dict[int, float]]:
-        """(chip_id, arm, concurrency) -> {round: other processes' share of the CPU}, for
-        in-process arms whose runs recorded it."""
+        """(chip_id, arm, concurrency) -> {round: the share of the CPU other processes and
+        the hypervisor's steal took}, for in-process arms whose runs recorded it."""
         sql, p = judged(CONTENTION_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of})
         out: dict[tuple[str, str, int], dict[int, float]] = {}
         for c, a, k, r, busy in self._rows(sql, p):

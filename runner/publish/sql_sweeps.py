@@ -31,13 +31,15 @@ GROUP BY ALL HAVING short > 0 OR errored > 0
 ORDER BY 1, 2, 3"""
 )
 
-# Other processes' share of the CPU in each round of each in-process arm (a server
-# runtime's own work runs in another process, so its share says nothing about contention).
+# The share of the CPU taken from each round of each in-process arm: by other processes,
+# plus the hypervisor's steal (a server runtime's own work runs in another process, so its
+# share says nothing about contention).
 CONTENTION_SQL = (
     "WITH "
     + CHOSEN_RUNS
     + """
-SELECT c.chip_id, c.arm, c.concurrency, c.round, avg(c.busy_fraction_other)
+SELECT c.chip_id, c.arm, c.concurrency, c.round,
+       avg(c.busy_fraction_other + coalesce(c.steal_fraction, 0))
 FROM chosen c
 WHERE c.busy_fraction_other IS NOT NULL AND coalesce(c.runtime, 'bothrows') IN ('bothrows', 'mlx-lm')
 GROUP BY ALL ORDER BY 1, 2, 3, 4"""
