@@ -104,14 +104,20 @@ SELECT c.arm,
 FROM chosen c GROUP BY c.arm ORDER BY c.arm"""
 )
 
-REMEASURED_SQL = (
+# A later run as a dated note reads it (REMEASURED_SQL here, sql_views.UNSEEN_SQL).
+LATER_RUN_COLUMNS = (
     """
 SELECT r.run_id, r.chip_id, r.arm, r.concurrency, r.round,
        strftime(r.started_at, '%Y-%m-%d') AS day, r.code_version, """
     + RUNTIME_VERSIONS
     + """ AS runtime_versions
 FROM runs r
-WHERE r.experiment = $experiment AND r.status = 'complete' AND r.quick = $quick
+"""
+)
+
+REMEASURED_SQL = (
+    LATER_RUN_COLUMNS
+    + """WHERE r.experiment = $experiment AND r.status = 'complete' AND r.quick = $quick
   AND r.started_at >= $since::TIMESTAMP
 ORDER BY r.started_at, r.run_id"""
 )

@@ -6,7 +6,7 @@ names, and the machine probes. Text only; `queries.Reader` runs it.
 from __future__ import annotations
 
 from runner.publish.sql import CHOSEN_RUNS
-from runner.publish.sql_provenance import RUNTIME_VERSIONS
+from runner.publish.sql_provenance import LATER_RUN_COLUMNS
 
 # A judging view's runs (runner.publish.home.Cutoff), in place of CHOSEN_RUNS: what the
 # author could have seen, not the newest. Before $as_of, each cell's earliest run started
@@ -42,13 +42,8 @@ def picked(sql: str, pinned: bool) -> str:
 # The home chip's runs a judging view passed over: measured after its earliest run and
 # before its cutoff (a re-measurement the same day), shaped as REMEASURED_SQL's rows.
 UNSEEN_SQL = (
-    """
-SELECT r.run_id, r.chip_id, r.arm, r.concurrency, r.round,
-       strftime(r.started_at, '%Y-%m-%d') AS day, r.code_version, """
-    + RUNTIME_VERSIONS
-    + """ AS runtime_versions
-FROM runs r
-WHERE r.experiment = $experiment AND r.status = 'complete' AND r.quick = $quick AND r.chip_id = $chip
+    LATER_RUN_COLUMNS
+    + """WHERE r.experiment = $experiment AND r.status = 'complete' AND r.quick = $quick AND r.chip_id = $chip
   AND ($as_of::TIMESTAMP IS NULL OR r.started_at < $as_of::TIMESTAMP)
   AND r.run_id NOT IN (SELECT run_id FROM chosen)
   AND r.started_at > (SELECT min(started_at) FROM chosen WHERE chip_id = $chip)
