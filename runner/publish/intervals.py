@@ -23,11 +23,15 @@ The method, in one place:
 - Paired across arms: every arm of a round replays the same requests right after one
   another, so a ratio or gain is judged on the rounds' own ratios: t over the log of
   arm / base in each round both arms measured (the round's drift cancels), the interval
-  the point ratio times exp(+-half-width). Values that are not all positive (a share that
-  can be 0) use the rounds' differences over the base's mean instead.
+  the point ratio times exp(+-half-width); the harness checks this for means, totals and
+  percentiles (p50, p99). Values that are not all positive (a share that can be 0) use
+  the rounds' differences over the base's mean instead.
 - A traffic profile's figure (a share-weighted sum over concurrencies) is formed round by
   round and judged the same way; a share pooled over runs (drafted passes at a width) by
-  the runs' own shares, its interval kept inside [0, 1].
+  the runs' own shares, its interval kept inside [0, 1], as is a share of drafts kept
+  (acceptance, `metrics.SHARES`).
+- What no interval sees, a bias repeated in every round such as one arm's runs losing
+  more CPU to other tenants, is `contention.py`'s.
 - No randomness: the same database gives the same intervals on every machine (bounds are
   rounded to 12 significant digits).
 
