@@ -232,8 +232,8 @@ def acceptance_by_position_chart(data: PostData, concurrency: object = 1) -> Mar
                         tuple(float(i) for i, _ in pts),
                         tuple(pct(c.mean) for _, c in pts),
                         tuple(pct(c.mean if c.lo is None else c.lo) for _, c in pts),
-                        # a share: its interval stops at 100%, as share_interval's does
-                        tuple(pct(c.mean if c.hi is None else min(c.hi, max(1.0, c.mean))) for _, c in pts),
+                        # a share: Intervals.estimate already stops its interval at 100%
+                        tuple(pct(c.mean if c.hi is None else c.hi) for _, c in pts),
                     )
                 )
     if not series:
