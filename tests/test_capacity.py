@@ -142,3 +142,22 @@ def test_the_capacity_and_pareto_charts_draw_every_rate_and_the_slo(tmp_path):
     pareto = figures[-1]["data"][0]
     assert len(pareto["x"]) == 4 and pareto["x"] == sorted(pareto["x"])  # one point per rate
     assert "one point per concurrency and offered rate" in html
+
+
+def test_rates_keeps_a_chart_to_the_named_rates_and_an_unswept_rate_is_one_error(tmp_path):
+    """A re-declared sweep keeps its old rates' runs: rates= draws one declaration's."""
+    db = tmp_path / "sweep.duckdb"
+    sweep_db(db, {1.0: 20, 2.0: 20, 4.0: 19, 8.0: 10})
+    post = CHARTS.replace("capacity_chart()", 'capacity_chart(metrics=["goodput_rps"], rates=[1, 2, 4])')
+    post = post.replace("pareto_chart()", "pareto_chart(rates=[2, 4])")
+    result = build_site(write_project(tmp_path / "a", db, {"p.md": post}))
+    assert result.ok, result.warnings
+    html = next((result.site / "blog").glob("20*/**/index.html")).read_text()
+    goodput, pareto = [json.loads(f) for f in re.findall(r"\}\)\((\{.*?\})\);</script>", html)]
+    assert goodput["data"][0]["x"] == [1.0, 2.0, 4.0]
+    assert len(pareto["data"][0]["x"]) == 2
+    wrong = CHARTS.replace("capacity_chart()", "capacity_chart(rates=[3])")
+    failed = build_site(write_project(tmp_path / "b", db, {"p.md": wrong}))
+    problems = [w for w in failed.warnings if "was not swept" in w]
+    assert not failed.ok and len(problems) == 1
+    assert "capacity_chart: rate 3 was not swept (swept rates: 1, 2, 4, 8)" in problems[0]

@@ -159,7 +159,7 @@ def test_every_shipped_post_answers_on_its_first_screen_and_stays_short(site, tm
 
 
 def test_the_capacity_post_answers_first_shows_every_rate_and_stays_a_few_screens(site, tmp_path, capsys):
-    """capacity-under-an-slo: its capacity claims (three runtimes on tiny, ours on deep, two
+    """capacity-under-an-slo: its capacity claims (three runtimes on tiny and on deep, two
     batch ceilings) hold with their intervals in the audit; at 1280 px its charts draw with
     a clean console, the answer and the first chart are on the first screen, and the page
     stays under 6,500 px; the runtimes' regime table at 8 req/s has every runtime at batch
@@ -170,7 +170,7 @@ def test_the_capacity_post_answers_first_shows_every_rate_and_stays_a_few_screen
     caps = re.findall(
         r"^  blog/posts/capacity-under-an-slo\.md:\d+ .*req/s'  measured .*95% \[.*\]  ok ", out, re.M
     )
-    assert len(caps) >= 6, out
+    assert len(caps) >= 8, out
     page = next(
         p for p in site_dir.glob("blog/20*/**/index.html") if "capacity-under-an-slo" in p.read_text()
     )
@@ -185,8 +185,8 @@ def test_the_capacity_post_answers_first_shows_every_rate_and_stays_a_few_screen
     chart_ids = re.findall(r'<div class="bothrows-chart" id="([^"]+)"', html)
     # goodput and TTFT p99 by rate on tiny and on deep, and tiny's Pareto chart
     assert len(chart_ids) == 5
-    # the SLO breaks inside every tiny sweep; on deep, mlx-lm and the server miss it at the lowest rate
-    assert "at least 32 req/s" not in html and html.count("below the lowest rate swept, 1 req/s") == 2
+    # the SLO breaks inside every sweep, tiny's and deep's
+    assert not re.search(r"at least [\d.]+ req/s", html) and "below the lowest rate swept" not in html
     assert_charts_drawn(run, chart_ids)
     assert seen["headline"] and seen["headline"][1] <= 900 and seen["height"] <= 6_500, seen
 

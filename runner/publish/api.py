@@ -184,11 +184,11 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
             experiment, "value", lambda d: capacity_value(d, arm, attainment, concurrency, chip, as_of)
         )
 
-    def capacity_chart(metrics=load_charts.DEFAULT_METRICS, concurrency=None, experiment=None):
-        return block(experiment, lambda d: load_charts.capacity_chart(d, metrics, concurrency))
+    def capacity_chart(metrics=load_charts.DEFAULT_METRICS, concurrency=None, rates=None, experiment=None):
+        return block(experiment, lambda d: load_charts.capacity_chart(d, metrics, concurrency, rates))
 
-    def pareto_chart(experiment=None):
-        return block(experiment, load_charts.pareto_chart)
+    def pareto_chart(rates=None, experiment=None):
+        return block(experiment, lambda d: load_charts.pareto_chart(d, rates))
 
     return {
         "capacity": capacity,

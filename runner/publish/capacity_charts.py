@@ -1,11 +1,14 @@
 """The load charts of a post: `capacity_chart()` and `pareto_chart()`.
 
-- capacity_chart(metrics=..., concurrency=None): each metric (goodput and the SLO
-  metrics' p90/p99 by default) against the offered rate of a rate sweep, one figure per
+- capacity_chart(metrics=..., concurrency=None, rates=None): each metric (goodput and the
+  SLO metrics' p90/p99 by default) against the offered rate of a rate sweep, one figure per
   chip (chip tabs, as every chart), one line per arm with its 95% intervals, the
   declared SLO a dashed line on the TTFT and TPOT charts. At the sweep's largest
   concurrency unless one is named.
-- pareto_chart(): per-user decode speed (decode_tps) against aggregate throughput
+- rates= (both charts): only these swept rates. A sweep re-declared with other rates keeps
+  its old rates' runs in the record, and a chart draws the newest run of every rate ever
+  swept: naming the new declaration's rates keeps one sitting's sweep on one chart.
+- pareto_chart(rates=None): per-user decode speed (decode_tps) against aggregate throughput
   (aggregate_tps), one point per concurrency (and per rate in a sweep), per arm and chip:
   how much speed each user gives up for how much throughput.
 Figures come from blocks.chip_figures; values from views.View, per rate through
@@ -25,11 +28,21 @@ from runner.publish.views import View
 DEFAULT_METRICS = ("goodput_rps", "ttft_p90_ms", "ttft_p99_ms", "tpot_p90_ms", "tpot_p99_ms")
 
 
-def _rate_views(data) -> dict[float, View]:
+def _rate_views(data, only=None, block: str = "capacity_chart") -> tuple[dict[float, View], str | None]:
+    """A view per swept rate (all, or `only` those), or the problem when `only` names a
+    rate that was not swept."""
     rates = data.reader.sweep_rates(data.experiment, data.quick)
-    return {
+    if only is not None:
+        wanted = [float(r) for r in (only if isinstance(only, (list, tuple)) else [only])]
+        missing = [r for r in wanted if r not in rates]
+        if missing:
+            swept = ", ".join(f"{r:g}" for r in rates) or "none"
+            return {}, f"{block}: rate {missing[0]:g} was not swept (swept rates: {swept})"
+        rates = sorted(set(wanted))
+    views = {
         r: View(queries_sweeps.RateReader(data.reader, r), data.experiment, data.quick, None) for r in rates
     }
+    return views, None
 
 
 def _not_drawn(data, why: str) -> Markup:
@@ -51,6 +64,23 @@ def _series(chip: str, arm: str, pts: list[tuple]) -> charts.Series:
         tuple(p[1] for _, p in pts),
         tuple(p[2] for _, p in pts),
     )
+
+
+def _log_rates(fig: dict) -> None:
+    """Swept rates usually double: on a log axis they are evenly spaced, and the low ones
+    (0.25, 0.5) do not crowd their tick labels together."""
+    for key, axis in fig["layout"].items():
+        if key.startswith("xaxis"):
+            axis["type"] = "log"
+
+
+def _decorate(limit):
+    def decorate(fig: dict) -> None:
+        _log_rates(fig)
+        if limit is not None:
+            _slo_line(fig, 1, limit)
+
+    return decorate
 
 
 def _slo_line(fig: dict, n_panels: int, y: float) -> None:
@@ -79,8 +109,10 @@ def _free_x(fig: dict) -> None:
             axis["rangemode"] = "tozero"
 
 
-def capacity_chart(data, metrics=DEFAULT_METRICS, concurrency=None) -> Markup:
-    views = _rate_views(data)
+def capacity_chart(data, metrics=DEFAULT_METRICS, concurrency=None, rates=None) -> Markup:
+    views, problem = _rate_views(data, rates)
+    if problem:
+        return _not_drawn(data, problem)
     if not views:
         return _not_drawn(
             data, "capacity_chart: the experiment has no rate sweep (arrivals.rate must be a list)"
@@ -113,7 +145,7 @@ def capacity_chart(data, metrics=DEFAULT_METRICS, concurrency=None) -> Markup:
             data,
             f"capacity-{metric}-{conc}",
             series,
-            decorate=None if limit is None else (lambda fig, y=limit: _slo_line(fig, 1, y)),
+            decorate=_decorate(limit),
             regime_x={},
             x_title="offered rate (req/s)",
             y_title=f"{spec.label} ({spec.unit})" if spec.unit else spec.label,
@@ -133,8 +165,11 @@ def capacity_chart(data, metrics=DEFAULT_METRICS, concurrency=None) -> Markup:
     return data.token("".join(html), "")
 
 
-def pareto_chart(data) -> Markup:
-    views = _rate_views(data) or {None: data.now}
+def pareto_chart(data, rates=None) -> Markup:
+    views, problem = _rate_views(data, rates, "pareto_chart")
+    if problem:
+        return _not_drawn(data, problem)
+    views = views or {None: data.now}
     chips = sorted({c for v in views.values() for (c, _, _) in v.measured})
     series = []
     for chip in chips:
