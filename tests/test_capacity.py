@@ -144,6 +144,35 @@ def test_the_capacity_and_pareto_charts_draw_every_rate_and_the_slo(tmp_path):
     assert "one point per concurrency and offered rate" in html
 
 
+def test_audit_capacity_prints_every_cell_with_its_interval_and_says_at_least_or_not_a_sweep(
+    tmp_path, capsys
+):
+    """`runner audit --capacity NAME`: an experiment no post cites yet gets its capacity
+    with the same figure a claim reads; "at least" when nothing breaks; a non-sweep is one
+    line and exit 1."""
+    from runner.cli import main
+
+    db = tmp_path / "sweep.duckdb"
+    sweep_db(db, {1.0: 20, 2.0: 20, 4.0: 19, 8.0: 10})
+    config = write_project(tmp_path / "a", db, {})
+    argv = ["audit", "--config-file", str(config), "--database", str(db), "--capacity", "sweep"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    line = re.search(
+        r"^  Sweep CPU \(\w{8}\) a concurrency 1: capacity 4.44 req/s, 95% \[([\d.]+) to ([\d.]+)\]$",
+        out,
+        re.M,
+    )
+    assert line and float(line[1]) <= 4.44 <= float(line[2]), out
+    assert "attainment by rate: 1 req/s 100%, 2 req/s 100%, 4 req/s 95%, 8 req/s 50%" in out
+    assert main([*argv, "--attainment", "0.4"]) == 0
+    assert "capacity at least the top rate, 8 req/s" in capsys.readouterr().out
+    assert main([*argv[:-1], "nothing"]) == 1
+    assert "experiment 'nothing' has no complete runs" in capsys.readouterr().out
+    assert main([*argv, "--attainment", "0"]) == 2
+    assert "--attainment is a share in (0, 1], got 0.0" in capsys.readouterr().err
+
+
 def test_rates_keeps_a_chart_to_the_named_rates_and_an_unswept_rate_is_one_error(tmp_path):
     """A re-declared sweep keeps its old rates' runs: rates= draws one declaration's."""
     db = tmp_path / "sweep.duckdb"

@@ -51,6 +51,19 @@ def add_audit_arguments(p: argparse.ArgumentParser) -> None:
         "the share of cells whose interval includes no change",
     )
     p.add_argument(
+        "--capacity",
+        metavar="EXPERIMENT",
+        default=None,
+        help="instead: every arm's capacity under the declared SLO on a rate sweep, with its "
+        "interval and the attainment at each rate (exit 1 when there is none to compute)",
+    )
+    p.add_argument(
+        "--attainment",
+        type=float,
+        default=0.9,
+        help="with --capacity: the share of requests that must meet the SLO (default 0.9)",
+    )
+    p.add_argument(
         "--predict",
         metavar="EXPERIMENT",
         default=None,
@@ -170,6 +183,18 @@ def main_audit(args) -> int:
                 lines, _ = report(reader, args.aa)
             print("\n".join(lines))
             return 0
+        if getattr(args, "capacity", None):
+            from runner.publish import capacity_audit
+
+            if not 0 < args.attainment <= 1:
+                print(
+                    f"runner audit: --attainment is a share in (0, 1], got {args.attainment}", file=sys.stderr
+                )
+                return 2
+            with queries.Reader(db) as reader:
+                lines, found = capacity_audit.audit_lines(reader, args.capacity, args.attainment)
+            print("\n".join(lines))
+            return 0 if found else 1
         if getattr(args, "predict", None):
             from runner.publish.predict import audit_lines
 
