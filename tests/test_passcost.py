@@ -142,6 +142,29 @@ def test_a_solo_arms_width_1_left_out_is_predicted_from_the_other_arms_drafting_
     assert solo.decode_tps()[0, 2] == pytest.approx(true_decode("mtp-solo", 2, 0.0), rel=0.03)
 
 
+def test_acceptance_at_a_width_comes_from_the_same_attentions_runs_there():
+    """A closed loop of w clients replays the same requests in every arm, so acceptance at
+    width w is read off the drafting arms' runs at concurrency w (here 0.5 alone, 0.9 at
+    the others), not pooled over widths; an arm of other attention (the indexer) is not
+    read, and a width no run drafted at takes the pooled share."""
+    runs = [r for i, a in enumerate(("off", "always")) for r in synthetic_runs(a, 0.02, 7 + i)]
+    runs += synthetic_runs("mtp-solo", 0.02, 9, between=0.0)
+    runs += synthetic_runs("always-indexed", 0.02, 11)
+    runs = [
+        r._replace(
+            accepted=r.drafted * (0.5 if r.concurrency == 1 else 0.9 if r.arm != "always-indexed" else 0.1)
+        )
+        for r in runs
+    ]
+    held = [r for r in runs if not (r.arm == "mtp-solo" and r.concurrency == 1)]
+    solo = ArmFit(pooled(held, draws=0), "mtp-solo").acceptance()[0]
+    assert solo[1] == pytest.approx(0.5) and solo[2] == pytest.approx(0.9) and solo[4] == pytest.approx(0.9)
+    pooled_share = sum(r.accepted.sum() for r in held if r.arm == "always") / sum(
+        r.drafted.sum() for r in held if r.arm == "always"
+    )
+    assert 0.5 < pooled_share < 0.9 and solo[8] == pytest.approx(pooled_share)  # beyond the runs
+
+
 def test_two_synthetic_arms_cross_at_the_known_width():
     """base `off`: 1 token a row per pass of a + b w. `always` drafts on its decode rows (a
     share s of them), commits 1 + 0.75 s tokens a row, and pays a + (b + s d + m) w. Level

@@ -8,10 +8,14 @@ fit (`passcost.Fit`).
   row; clients that start together prefill together, so it is small).
 - Decode per sequence: the tokens a row commits per pass, 1 + s x acceptance, over the
   pooled fit's pass time for that shape under the arm's features.
-- Acceptance: the arm's own drafts; an arm whose fitted runs hold fewer than MIN_ROWS
-  drafts (`solo` without its width-1 runs) takes that of the drafting arms with the same
-  attention (indexer or not), else of every drafting arm: the same MTP head on the same
-  prompts, the policy decides only where to draft.
+- Acceptance at width w: of the drafting arms with the same attention (indexer or not) in
+  their runs at concurrency w, when they hold at least MIN_ROWS drafts: a closed loop of w
+  clients replays the same requests in every arm, and acceptance follows the requests
+  (on the flagship's deep data it rose from about 0.67 at one client to 0.75 at four), not
+  the policy, which decides only where to draft. Elsewhere (a width not measured, or left
+  out) the arm's own drafts pooled over its runs; an arm whose fitted runs hold fewer
+  than MIN_ROWS drafts (`solo` without its width-1 runs) takes those of the drafting arms
+  with the same attention, else of every drafting arm.
 - Every figure is (draws + 1, ...) like the fit: row 0 the point, then the resamples.
 """
 
@@ -42,6 +46,7 @@ class ArmFit:
             source = list(fit.arms)
         self.acceptance_from = tuple(a for a in source if drafted[a] > 0)
         self._accept = np.isin(st.arm, self.acceptance_from)
+        self._same_attention = np.isin(st.arm, [a for a in same if drafted[a] > 0])
 
     def coefficient(self, term: str) -> tuple[float, float, float]:
         return self.fit.coefficient(term)
@@ -73,19 +78,34 @@ class ArmFit:
                 share[:, w] = measured[:, near] if near is not None else 1.0
         return share
 
+    def acceptance(self) -> np.ndarray:
+        """(draws + 1, MAX_WIDTH + 1): the acceptance a draft meets at each width."""
+        weights, st = self.fit.weights, self.fit.stats
+
+        def share(blocks: np.ndarray) -> np.ndarray:
+            drafted, accepted = (weights[:, blocks] @ st.totals[blocks, :2]).T
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return np.where(drafted > 0, accepted / np.maximum(drafted, 1e-12), 0.0)
+
+        out = np.repeat(share(self._accept)[:, None], MAX_WIDTH + 1, axis=1)
+        for c in sorted(set(st.concurrency[self._same_attention].tolist())):
+            at = self._same_attention & (st.concurrency == c)
+            if c <= MAX_WIDTH and st.totals[at, 0].sum() >= MIN_ROWS:
+                out[:, c] = share(at)
+        return out
+
     def decode_tps(self) -> np.ndarray:
         """(draws + 1, MAX_WIDTH + 1): predicted decode tok/s per sequence at each width
         (column 0 unused, NaN)."""
         weights, totals = self.fit.weights, self.fit.stats.totals
-        drafted, accepted = (weights[:, self._accept] @ totals[self._accept, :2]).T
         _, _, prefill, others = (weights[:, self.own] @ totals[self.own]).T
         with np.errstate(invalid="ignore", divide="ignore"):
-            acceptance = np.where(drafted > 0, accepted / np.maximum(drafted, 1e-12), 0.0)
             per_other_row = np.where(others > 0, prefill / np.maximum(others, 1e-12), 0.0)
+        acceptance = self.acceptance()
         s = self.draft_share()
         w = np.arange(MAX_WIDTH + 1, dtype=float)[None, :]
         pass_ns = self.fit.pass_ns(self.policy, s, per_other_row[:, None] * np.maximum(w - 1, 0))
         with np.errstate(invalid="ignore", divide="ignore"):
-            out = np.where(pass_ns > 0, (1.0 + s * acceptance[:, None]) * 1e9 / pass_ns, np.nan)
+            out = np.where(pass_ns > 0, (1.0 + s * acceptance) * 1e9 / pass_ns, np.nan)
         out[:, 0] = np.nan
         return out
