@@ -17,11 +17,13 @@ from runner.publish.queries_passes import DecodeLoad, RunPasses
 TRUE_NS = {
     "pass": 6e6,
     "row": 0.5e6,
-    "drafted_row": 1.0e6,
+    "draft_token": 1.0e6,
     "prefill_token": 0.05e6,
     "mtp_row": 0.2e6,
     "indexed_pass": 2.0e6,
     "indexed_row": 0.4e6,
+    "block_pass": 3.0e6,
+    "block_token": 0.3e6,
 }
 ACCEPT = 0.75
 POLICIES = {
@@ -30,13 +32,17 @@ POLICIES = {
     "always": Policy(True, "always"),
     "on": Policy(True, "solo", indexed=True),
     "always-indexed": Policy(True, "always", indexed=True),
+    "mtp-chain": Policy(True, "always"),  # the MTP layer chained: three drafts a row
+    "block-4": Policy(True, "always", drafter="block"),  # the block drafter: four a row
 }
+DRAFTS = {"mtp-chain": 3, "block-4": 4}  # drafts a drafting row carries (else 1)
 
 
 def synthetic_runs(arm: str, noise: float, seed: int, rounds: int = 3, between: float = 0.1) -> list:
     """Passes of a closed loop: every fifth pass carries a prefill chunk and no drafts; the
     others draft where the arm's policy allows (on every row, some `always` passes on one
-    row fewer), accepting 3 in 4. Durations: the design times TRUE_NS, times noise."""
+    row fewer; DRAFTS[arm] drafts a drafting row), accepting 3 in 4. Durations: the design
+    times TRUE_NS, times noise."""
     policy, rng, runs = POLICIES[arm], np.random.default_rng(seed), []
     true = np.array([TRUE_NS[t] for t in TERMS])
     for c in (1, 2, 3, 4):
@@ -48,9 +54,11 @@ def synthetic_runs(arm: str, noise: float, seed: int, rounds: int = 3, between: 
             prefill = np.where(plain & (rng.random(n) < 0.5), rng.integers(16, 65, n), 0).astype(float)
             allowed = np.array([policy.allows(int(w)) for w in width])
             drafted = np.where(plain | ~allowed, 0.0, width)
-            drafted = np.where(drafted > 1, drafted - (rng.random(n) < 0.3), drafted)
+            carrying = np.where(drafted > 1, drafted - (rng.random(n) < 0.3), drafted)
+            drafted = carrying * DRAFTS.get(arm, 1)
             accepted = drafted * ACCEPT
-            duration = design(policy, width, prefill, drafted) @ true * (1 + noise * rng.standard_normal(n))
+            noisy = 1 + noise * rng.standard_normal(n)
+            duration = design(policy, width, prefill, drafted, carrying) @ true * noisy
             runs.append(
                 RunPasses(
                     "chip",
@@ -64,6 +72,7 @@ def synthetic_runs(arm: str, noise: float, seed: int, rounds: int = 3, between: 
                     accepted,
                     width + accepted,
                     duration,
+                    carrying,
                 )
             )
     return runs
@@ -82,16 +91,19 @@ def pooled(runs, key=("synthetic", "chip"), draws=None) -> Fit:
 
 
 def true_decode(arm: str, width: int, share: float) -> float:
-    p, t = POLICIES[arm], TRUE_NS
-    mtp = width if p.mtp else 0
-    ns = t["pass"] + t["row"] * width + t["drafted_row"] * width * share + t["mtp_row"] * mtp
+    """share: of the rows, those that draft (each carrying DRAFTS[arm])."""
+    p, t, k = POLICIES[arm], TRUE_NS, DRAFTS.get(arm, 1)
+    carrying, drafts = width * share, width * share * k
+    mtp = width + drafts - carrying if p.mtp_layer else 0
+    ns = t["pass"] + t["row"] * width + t["draft_token"] * drafts + t["mtp_row"] * mtp
     ns += (t["indexed_pass"] + t["indexed_row"] * width) * p.indexed
-    return (1 + share * ACCEPT) * 1e9 / ns
+    ns += (t["block_pass"] * min(carrying, 1.0) + t["block_token"] * (drafts + carrying)) * p.block
+    return (1 + share * k * ACCEPT) * 1e9 / ns
 
 
 def test_the_pooled_fit_recovers_known_coefficients_within_their_intervals():
-    """95% intervals miss about one time in twenty: over 6 noisy data sets, at most 4 of
-    the 42 (term, data set) intervals may miss, and none by much."""
+    """95% intervals miss about one time in twenty: over 6 noisy data sets, at most 5 of
+    the 54 (term, data set) intervals may miss, and none by much."""
     missed = []
     for seed in range(6):
         runs = [r for i, a in enumerate(POLICIES) for r in synthetic_runs(a, 0.05, seed * 10 + i)]
@@ -104,7 +116,22 @@ def test_the_pooled_fit_recovers_known_coefficients_within_their_intervals():
             if not lo <= true <= hi:
                 missed.append((seed, term))
         assert 0.02 < fit.mape < 0.06  # 5% gaussian noise: median absolute error about 3.4%
-    assert len(missed) <= 4, missed
+    assert len(missed) <= 5, missed
+
+
+def test_k_drafts_a_row_are_predicted_for_chained_mtp_and_the_block_drafter():
+    """Pooled with arms drafting one token a row, an arm drafting k (the MTP layer chained,
+    or the block drafter) is predicted at every width, its draft share counted in drafts."""
+    runs = [r for i, a in enumerate(POLICIES) for r in synthetic_runs(a, 0.01, 40 + i, between=0.0)]
+    fit = pooled(runs, draws=0)
+    for arm in ("mtp-chain", "block-4", "always"):
+        tps = ArmFit(fit, arm).decode_tps()[0]
+        for w in (1, 4):
+            # between=0: a fifth of the passes plain, every other row drafts (`always` at
+            # w > 1: 30% of passes one row fewer)
+            plain, fewer = 0.2, (0.3 / w if w > 1 else 0.0)
+            share = (1 - plain) * (1 - fewer)
+            assert tps[w] == pytest.approx(true_decode(arm, w, share), rel=0.03), (arm, w)
 
 
 def test_prefill_only_passes_do_not_steer_the_fit():
@@ -122,7 +149,7 @@ def test_prefill_only_passes_do_not_steer_the_fit():
 def test_terms_that_do_not_vary_are_dropped_not_guessed():
     fit = pooled(synthetic_runs("off", 0.0, 1))
     assert fit.terms == ("pass", "row", "prefill_token")
-    assert fit.coefficient("drafted_row") == (0.0, 0.0, 0.0)
+    assert fit.coefficient("draft_token") == (0.0, 0.0, 0.0)
     assert fit.coefficient("row")[0] == pytest.approx(TRUE_NS["row"], rel=1e-6)
 
 
@@ -177,7 +204,7 @@ def test_two_synthetic_arms_cross_at_the_known_width():
     s = float(a.draft_share()[0, 4])  # the measured share, the same at every width from 2 on
     t = {k: v / 1e6 for k, v in TRUE_NS.items()}
     g = 1 + ACCEPT * s
-    known = (g - 1) * t["pass"] / (t["row"] + s * t["drafted_row"] + t["mtp_row"] - g * t["row"])
+    known = (g - 1) * t["pass"] / (t["row"] + s * t["draft_token"] + t["mtp_row"] - g * t["row"])
     found = crossing(gain[:1, 1:], tuple(range(1, 17)))[0]
     assert 2 < known < 16
     assert found == pytest.approx(known, abs=0.15)

@@ -6,11 +6,13 @@ predicts for each arm at any width.
   only through the passes it runs, its acceptance and its draft decisions. (Fitted per
   arm, a `solo` arm without its width-1 runs had no drafting pass to learn from.)
 - Terms, by least squares on a pass's duration: `pass` (the weights every pass reads),
-  `row` (a row's attention over its context, its routed experts), `drafted_row` (a row
-  verifying a draft: its second query token and the MTP's next draft), `prefill_token`
-  (prompt tokens a mixed pass computes), `mtp_row` (rows the MTP layer runs over: every
-  pass under eager sync, drafting passes under lazy), `indexed_pass` and `indexed_row`
-  (the indexer, index_topk > 0: its fixed and per-row cost). Only passes with decode rows
+  `row` (a row's attention over its context, its routed experts), `draft_token` (a draft
+  a row verifies: one more query token; at k = 1 a drafting row), `prefill_token`
+  (prompt tokens a mixed pass computes), `mtp_row` (row-steps of the MTP layer: every row
+  each pass under eager sync, drafting rows under lazy, plus k - 1 chained steps a row
+  drafting k), `indexed_pass` and `indexed_row` (the indexer, index_topk > 0: its fixed
+  and per-row cost), `block_pass` and `block_token` (the block drafter's pass, in passes
+  that draft: its fixed cost, and its k + 1 block positions a drafting row). Only passes with decode rows
   are fitted: a prefill-only pass costs tens of decode passes and would steer a
   least-squares fit that exists to predict decode. Checked on the residuals by width,
   kind and arm: a width-1 discount and a per-drafting-pass cost changed sign between
@@ -37,7 +39,17 @@ import numpy as np
 from runner.publish.intervals import LEVEL
 
 DRAWS = 2000
-TERMS = ("pass", "row", "drafted_row", "prefill_token", "mtp_row", "indexed_pass", "indexed_row")
+TERMS = (
+    "pass",
+    "row",
+    "draft_token",
+    "prefill_token",
+    "mtp_row",
+    "indexed_pass",
+    "indexed_row",
+    "block_pass",
+    "block_token",
+)
 MAX_WIDTH = 16  # predictions reach this far; beyond the measured ceiling they are extrapolated
 MIN_ROWS = 30  # decode rows at a width before its measured draft share is used (drafts: acceptance)
 MIN_OWN_VARIATION = 0.1  # share of a term's variation its own for the fit to keep it
@@ -56,10 +68,19 @@ class Policy:
     draft_policy: str
     mtp_sync: str = "eager"
     indexed: bool = False
+    drafter: str = "mtp"  # or "block": the block-diffusion drafter, not the MTP layer
+
+    @property
+    def mtp_layer(self) -> bool:
+        return self.mtp and self.drafter == "mtp"
+
+    @property
+    def block(self) -> bool:
+        return self.mtp and self.drafter == "block"
 
     @property
     def eager(self) -> bool:
-        return self.mtp and self.mtp_sync == "eager"
+        return self.mtp_layer and self.mtp_sync == "eager"
 
     def allows(self, width: int) -> bool:
         p = self.draft_policy
@@ -72,13 +93,24 @@ class Policy:
         return True  # always, adaptive
 
 
-def design(policy: Policy, width, prefill_tokens, drafted) -> np.ndarray:
-    """One row per pass, one column per term in TERMS (durations in ns)."""
+def columns(policy: Policy, w, pre, d, rows) -> list:
+    """The terms' values of passes of width w, prefill tokens pre, d drafts verified over
+    `rows` drafting rows (arrays of one shape), in TERMS order."""
+    ix, one = float(policy.indexed), np.ones_like(w)
+    drafting = np.minimum(rows, 1.0)  # a pass drafts when a row does (a prediction's mean: its share)
+    mtp = 0 * w
+    if policy.mtp_layer:  # lazy: the drafting rows only; a row drafting k chains k - 1 more steps
+        mtp = (w if policy.eager else rows) + (d - rows)
+    blk = float(policy.block)
+    return [one, w, d, pre, mtp, ix * one, ix * w, blk * drafting, blk * (d + rows)]
+
+
+def design(policy: Policy, width, prefill_tokens, drafted, drafting_rows=None) -> np.ndarray:
+    """One row per pass, one column per term in TERMS (durations in ns); drafting_rows:
+    the rows that carried drafts (None: each carried one, k = 1)."""
     w, pre, d = (np.asarray(v, dtype=float) for v in (width, prefill_tokens, drafted))
-    ix = float(policy.indexed)
-    one = np.ones_like(w)
-    mtp = w if policy.eager else (w * (d > 0) if policy.mtp else 0 * w)  # lazy: drafting passes only
-    return np.column_stack([one, w, d, pre, mtp, ix * one, ix * w])
+    rows = d if drafting_rows is None else np.asarray(drafting_rows, dtype=float)
+    return np.column_stack(columns(policy, w, pre, d, rows))
 
 
 def _decoding(r) -> np.ndarray:
@@ -89,8 +121,8 @@ def _decoding(r) -> np.ndarray:
 class Stats:
     """Sufficient statistics of runs cut into BLOCKS stretches of consecutive passes,
     stacked (one entry a block), so a resample is a weighted sum: X'X and X'y of the fit,
-    decode rows and drafted rows by width, and the drafted, accepted and decode-interval
-    prefill totals (the run's, on its first block)."""
+    decode rows, drafts and drafting rows by width, and the drafted, accepted and
+    decode-interval prefill totals (the run's, on its first block)."""
 
     arm: np.ndarray  # (N,) of the block's run
     concurrency: np.ndarray  # (N,)
@@ -98,25 +130,37 @@ class Stats:
     xtx: np.ndarray  # (N, T, T)
     xty: np.ndarray  # (N, T)
     rows_by_width: np.ndarray  # (N, MAX_WIDTH + 1)
-    drafted_by_width: np.ndarray  # (N, MAX_WIDTH + 1)
+    drafted_by_width: np.ndarray  # (N, MAX_WIDTH + 1): drafts (tokens)
+    drafting_by_width: np.ndarray  # (N, MAX_WIDTH + 1): rows that carried them
     totals: np.ndarray  # (N, 4): drafted, accepted, prefill in decode intervals, other-row passes
+
+
+def _drafting_rows(r) -> np.ndarray:
+    return r.drafted if r.drafting_rows is None else r.drafting_rows
+
+
+def _design_of(policy: Policy, r, passes) -> np.ndarray:
+    return design(
+        policy, r.width[passes], r.prefill_tokens[passes], r.drafted[passes], _drafting_rows(r)[passes]
+    )
 
 
 def run_stats(runs, policies: dict, loads: dict) -> Stats:
     """loads: (arm, concurrency, round) -> queries_passes.DecodeLoad of the same run."""
-    keys, xtx, xty, rows, drafted, totals = [], [], [], [], [], []
+    keys, xtx, xty, rows, drafted, drafting, totals = [], [], [], [], [], [], []
     for r in runs:
         load = loads.get((r.arm, r.concurrency, r.round))
         others = 0.0 if load is None else load.decode_passes * max(r.concurrency - 1, 0)
         for b, part in enumerate(np.array_split(np.arange(len(r.width)), BLOCKS)):
             fitted = part[_decoding(r)[part]]
-            x = design(policies[r.arm], r.width[fitted], r.prefill_tokens[fitted], r.drafted[fitted])
+            x = _design_of(policies[r.arm], r, fitted)
             keys.append((r.arm, r.concurrency, r.round))
             xtx.append(x.T @ x)
             xty.append(x.T @ r.duration_ns[fitted])
             w = np.clip(r.width[part].astype(int), 0, MAX_WIDTH)
             rows.append(np.bincount(w, weights=(r.decode_tokens - r.drafted)[part], minlength=MAX_WIDTH + 1))
             drafted.append(np.bincount(w, weights=r.drafted[part], minlength=MAX_WIDTH + 1))
+            drafting.append(np.bincount(w, weights=_drafting_rows(r)[part], minlength=MAX_WIDTH + 1))
             pre = load.prefill_tokens if others and b == 0 else 0.0
             totals.append([r.drafted[part].sum(), r.accepted[part].sum(), pre, others if b == 0 else 0.0])
     n = len(TERMS)
@@ -128,6 +172,7 @@ def run_stats(runs, policies: dict, loads: dict) -> Stats:
         np.array(xty).reshape(-1, n),
         np.array(rows).reshape(-1, MAX_WIDTH + 1),
         np.array(drafted).reshape(-1, MAX_WIDTH + 1),
+        np.array(drafting).reshape(-1, MAX_WIDTH + 1),
         np.array(totals, dtype=float).reshape(-1, 4),
     )
 
@@ -181,9 +226,7 @@ class Fit:
         self.n_runs = {a: sum(r.arm == a for r in runs) for a in self.arms}
         self.n_passes = int(sum(len(r.width) for r in runs))
         m = [_decoding(r) for r in runs]
-        x = np.concatenate(
-            [design(policies[r.arm], r.width[d], r.prefill_tokens[d], r.drafted[d]) for r, d in zip(runs, m)]
-        )
+        x = np.concatenate([_design_of(policies[r.arm], r, d) for r, d in zip(runs, m)])
         y = np.concatenate([r.duration_ns[d] for r, d in zip(runs, m)])
         self.keep = kept_terms(x)
         self.stats = run_stats(runs, policies, loads)
@@ -210,15 +253,14 @@ class Fit:
         lo, hi = np.nanpercentile(draws, [tail, 100 - tail])
         return v, min(float(lo), v), max(float(hi), v)
 
-    def pass_ns(self, policy: Policy, share: np.ndarray, prefill: np.ndarray) -> np.ndarray:
+    def pass_ns(self, policy: Policy, share: np.ndarray, prefill: np.ndarray, rows_share=None) -> np.ndarray:
         """(draws + 1, W): the predicted time of a pass at widths 0 .. W - 1 under the
-        features of `policy`, `share` (draws + 1, W) of its rows drafting and `prefill`
-        (draws + 1, W) prompt tokens in it. Under lazy sync the MTP runs in the drafting
-        passes: rows x share."""
+        features of `policy`, `share` (draws + 1, W) drafts a row in it (at k = 1 the
+        share of rows drafting), `rows_share` the share of rows carrying them (None:
+        `share`, k = 1) and `prefill` (draws + 1, W) prompt tokens in it."""
         w = np.broadcast_to(np.arange(share.shape[1], dtype=float)[None, :], share.shape)
-        mtp = w if policy.eager else (w * share if policy.mtp else 0 * w)
-        ix = float(policy.indexed)
-        x = (np.ones_like(w), w, w * share, prefill, mtp, ix * np.ones_like(w), ix * w)
+        rows = w * (share if rows_share is None else rows_share)
+        x = columns(policy, w, prefill, w * share, rows)
         return sum(self.coef[:, [j]] * col for j, col in enumerate(x))
 
 

@@ -6,8 +6,9 @@ fit (`passcost.Fit`).
   drafts at width 1 only, `always` at the share of its nearest measured width), plus the
   prefill the other w - 1 clients bring into a row's decode interval (measured per other
   row; clients that start together prefill together, so it is small).
-- Decode per sequence: the tokens a row commits per pass, 1 + s x acceptance, over the
-  pooled fit's pass time for that shape under the arm's features.
+- Decode per sequence: the tokens a row commits per pass, 1 + s x acceptance (s: drafts
+  a row carries, acceptance: per draft), over the pooled fit's pass time for that shape
+  under the arm's features (with the share of rows carrying drafts, for k > 1).
 - Acceptance at width w: of the drafting arms with the same attention (indexer or not) in
   their runs at concurrency w, when they hold at least MIN_ROWS drafts: a closed loop of w
   clients replays the same requests in every arm, and acceptance follows the requests
@@ -59,12 +60,14 @@ class ArmFit:
 
     def knows_drafts(self) -> bool:
         """Whether the fit has drafting passes to price a draft and drafts to accept."""
-        return "drafted_row" in self.terms and bool(self.acceptance_from)
+        return "draft_token" in self.terms and bool(self.acceptance_from)
 
-    def draft_share(self) -> np.ndarray:
-        """(draws + 1, MAX_WIDTH + 1): the share of decode rows that draft at each width."""
+    def draft_share(self, by_width: str = "drafted_by_width") -> np.ndarray:
+        """(draws + 1, MAX_WIDTH + 1): drafts a decode row carries at each width (at k = 1
+        the share of rows that draft); by_width="drafting_by_width": the share of rows
+        that carry drafts."""
         w, st = self.fit.weights[:, self.own], self.fit.stats
-        rows, drafted = w @ st.rows_by_width[self.own], w @ st.drafted_by_width[self.own]
+        rows, drafted = w @ st.rows_by_width[self.own], w @ getattr(st, by_width)[self.own]
         with np.errstate(invalid="ignore", divide="ignore"):
             measured = np.where(rows > 0, drafted / np.maximum(rows, 1e-12), 0.0)
         share = np.zeros_like(measured)
@@ -102,9 +105,9 @@ class ArmFit:
         with np.errstate(invalid="ignore", divide="ignore"):
             per_other_row = np.where(others > 0, prefill / np.maximum(others, 1e-12), 0.0)
         acceptance = self.acceptance()
-        s = self.draft_share()
+        s, carrying = self.draft_share(), self.draft_share("drafting_by_width")
         w = np.arange(MAX_WIDTH + 1, dtype=float)[None, :]
-        pass_ns = self.fit.pass_ns(self.policy, s, per_other_row[:, None] * np.maximum(w - 1, 0))
+        pass_ns = self.fit.pass_ns(self.policy, s, per_other_row[:, None] * np.maximum(w - 1, 0), carrying)
         with np.errstate(invalid="ignore", divide="ignore"):
             out = np.where(pass_ns > 0, (1.0 + s * acceptance) * 1e9 / pass_ns, np.nan)
         out[:, 0] = np.nan

@@ -51,7 +51,7 @@ class Models:
         p = self.policies.get(arm)
         if p is None:
             return Policy(False, "never")
-        return Policy(p.mtp, p.draft_policy, p.mtp_sync, p.index_topk > 0)
+        return Policy(p.mtp, p.draft_policy, p.mtp_sync, p.index_topk > 0, p.drafter)
 
     def pooled(self, chip: str, leave_out: tuple = ()) -> Fit | None:
         """The chip's fit over every arm; leave_out: ("cell", arm, c) or ("width", c)."""

@@ -31,6 +31,7 @@ class RunPasses(NamedTuple):
     accepted: np.ndarray
     emitted: np.ndarray
     duration_ns: np.ndarray
+    drafting_rows: np.ndarray | None = None  # rows that carried drafts (None: drafted, k = 1)
 
 
 class DecodeLoad(NamedTuple):
@@ -48,13 +49,16 @@ class DecodeLoad(NamedTuple):
 class ArmPolicy(NamedTuple):
     """An arm's declared draft decisions (whether it runs the MTP head, its policy) and the
     features that change a pass's cost: the MTP's sync ("eager": it runs every pass) and
-    the indexer's top-k (0: dense attention, no indexer)."""
+    the indexer's top-k (0: dense attention, no indexer), and the drafter ("mtp" or
+    "block") with the drafts a row carries (draft_tokens, k)."""
 
     arm: str
     mtp: bool
     draft_policy: str
     mtp_sync: str = "eager"
     index_topk: int = 0
+    drafter: str = "mtp"
+    draft_tokens: int = 1
 
 
 class PassQueries:
@@ -89,6 +93,6 @@ class PassQueries:
     def arm_policies(self, experiment: str, quick: bool) -> dict[str, ArmPolicy]:
         p = {"experiment": experiment, "quick": quick, "as_of": None}
         return {
-            a: ArmPolicy(a, bool(m), str(pol), str(sync), int(topk))
-            for a, m, pol, sync, topk in self._rows(ARM_POLICIES_SQL, p)
+            a: ArmPolicy(a, bool(m), str(pol), str(sync), int(topk), str(drafter), int(k))
+            for a, m, pol, sync, topk, drafter, k in self._rows(ARM_POLICIES_SQL, p)
         }

@@ -15,14 +15,18 @@ PASS_ROWS_SQL = (
     + """
 SELECT c.chip_id, c.arm, c.concurrency, c.round,
        p.width, p.prefill_tokens, p.decode_tokens, p.drafted, p.accepted, p.emitted,
-       CAST(p.duration_ns AS DOUBLE) AS duration_ns
+       CAST(p.duration_ns AS DOUBLE) AS duration_ns,
+       -- rows that carried drafts (draft_lengths[k + 1]: rows that carried k); before
+       -- block drafting (no histogram) a drafting row carried one
+       coalesce(list_sum(list_slice(p.draft_lengths, 2, len(p.draft_lengths))), p.drafted) AS drafting_rows
 FROM passes p JOIN chosen c ON p.run_id = c.run_id
 ORDER BY c.chip_id, c.arm, c.concurrency, c.round, p.pass_index"""
 )
 
 # Each arm's draft decisions as declared, and the engine features that change what a pass
 # of a given shape costs: whether it runs the MTP head, its policy, how the MTP keeps up
-# when a pass does not draft (eager: every pass), and the indexer (index_topk > 0).
+# when a pass does not draft (eager: every pass), the indexer (index_topk > 0), and which
+# drafter drafts how many tokens a row (drafter, draft_tokens).
 ARM_POLICIES_SQL = (
     "WITH "
     + CHOSEN_RUNS
@@ -31,7 +35,9 @@ SELECT c.arm,
        bool_or(coalesce(TRY_CAST(json_extract_string(c.knobs, '$.mtp') AS BOOLEAN), FALSE)) AS mtp,
        min(coalesce(json_extract_string(c.knobs, '$.draft_policy'), 'never')) AS draft_policy,
        min(coalesce(json_extract_string(c.knobs, '$.mtp_sync'), 'eager')) AS mtp_sync,
-       max(coalesce(TRY_CAST(json_extract_string(c.knobs, '$.index_topk') AS INTEGER), 0)) AS index_topk
+       max(coalesce(TRY_CAST(json_extract_string(c.knobs, '$.index_topk') AS INTEGER), 0)) AS index_topk,
+       min(coalesce(json_extract_string(c.knobs, '$.drafter'), 'mtp')) AS drafter,
+       max(coalesce(TRY_CAST(json_extract_string(c.knobs, '$.draft_tokens') AS INTEGER), 1)) AS draft_tokens
 FROM chosen c GROUP BY c.arm ORDER BY c.arm"""
 )
 
