@@ -82,6 +82,24 @@ def test_checkpoint_hash_changes_with_bytes(tmp_path):
     assert checkpoint_sha256(a) != checkpoint_sha256(c)
 
 
+def test_a_block_drafting_runs_model_hash_covers_its_drafter_and_no_other_run_sees_it(tmp_path):
+    """A retrained drafter is a different model for the runs that load it (runner run
+    passes DRAFTER_FILES for block-drafting arms); without drafter files, or for a run
+    that does not ask for them, the checkpoint's hash is unchanged."""
+    from runner.engine.block_drafter import DRAFTER_DIR, DRAFTER_FILES
+
+    a = write_random_checkpoint(tmp_path / "a", seed=1)
+    plain = checkpoint_sha256(a)
+    assert checkpoint_sha256(a, DRAFTER_FILES) == plain  # no drafter: nothing to add
+    (a / DRAFTER_DIR).mkdir()
+    for name in DRAFTER_FILES:
+        (a / name).write_bytes(b"first drafter")
+    first = checkpoint_sha256(a, DRAFTER_FILES)
+    assert first != plain and checkpoint_sha256(a) == plain
+    (a / DRAFTER_FILES[1]).write_bytes(b"retrained drafter")
+    assert checkpoint_sha256(a, DRAFTER_FILES) not in (first, plain) and checkpoint_sha256(a) == plain
+
+
 def test_bad_requests_are_refused_with_the_field_named(tiny_checkpoint):
     eng = Engine.from_pretrained(tiny_checkpoint, compile=False)
     for kwargs, field in [

@@ -29,6 +29,7 @@ from .moe import MLP
 DRAFTER_DIR = "block_drafter"
 WEIGHTS_FILE = "block_drafter.safetensors"
 CONFIG_FILE = "block_drafter.json"
+DRAFTER_FILES = (f"{DRAFTER_DIR}/{CONFIG_FILE}", f"{DRAFTER_DIR}/{WEIGHTS_FILE}")  # what a run loads
 
 
 class DrafterError(CheckpointError):

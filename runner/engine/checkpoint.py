@@ -193,16 +193,20 @@ def save_checkpoint(model: Model, config: dict, directory: Path) -> None:
 HASHED = ("config.json", "tokenizer.json", "tokenizer_config.json", "heldout.jsonl")
 
 
-def checkpoint_sha256(directory: Path) -> str:
+def checkpoint_sha256(directory: Path, extra: tuple[str, ...] = ()) -> str:
     """sha256 over what a run depends on (names and bytes, sorted): config, weights,
-    tokenizer and held-out prompts. Model cards and training logs are not hashed, so
-    re-evaluating or re-documenting a checkpoint does not make it a different model."""
+    tokenizer and held-out prompts, and the `extra` files (paths inside the directory; a
+    block-drafting run adds its drafter's, so a retrained drafter is a different model for
+    it, while runs that never load the drafter keep the checkpoint's hash; a missing extra
+    file is skipped). Model cards and training logs are not hashed, so re-evaluating or
+    re-documenting a checkpoint does not make it a different model."""
     h = hashlib.sha256()
     files = [
         p for p in directory.iterdir() if p.is_file() and (p.name in HASHED or p.suffix == ".safetensors")
     ]
+    files += [directory / e for e in extra if (directory / e).is_file()]
     for f in sorted(files):
-        h.update(f.name.encode() + b"\0")
+        h.update(f.relative_to(directory).as_posix().encode() + b"\0")
         with f.open("rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)

@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.engine.block_drafter import DRAFTER_FILES
 from runner.engine.checkpoint import checkpoint_sha256
 from runner.engine.shelf import Shelf
 from runner.runtimes import Runtime, RuntimeFault, start
@@ -211,7 +212,10 @@ def run_experiment(
         stream = PromptStream(exp.workload, exp.seed, checkpoint, width=max(exp.concurrency))
         progress.plan([cell_seconds(exp, c.concurrency) for c in todo])
         runtimes: dict[str, Runtime | RuntimeFault] = {}
-        model_sha256 = checkpoint_sha256(checkpoint)
+        block = {arm for arm in exp.arms if exp.knobs(arm).get("drafter") == "block"}
+        model_sha256 = {  # a block-drafting arm's model includes its drafter's files
+            arm: checkpoint_sha256(checkpoint, DRAFTER_FILES if arm in block else ()) for arm in exp.arms
+        }
         memory.cap_cache()
         shelf = Shelf()  # arms on the same model share it and its compiled functions
         machine = probe.measure()  # once per invocation, before any engine holds memory
@@ -234,7 +238,7 @@ def run_experiment(
                     progress,
                     summary,
                     CellLabel(k, len(todo), cell.arm, cell.concurrency, cell.round),
-                    dict(chip_id=chip_id, model_sha256=model_sha256, code_version=code),
+                    dict(chip_id=chip_id, model_sha256=model_sha256[cell.arm], code_version=code),
                     cell_folders,
                     machine.columns(),
                 )
