@@ -223,6 +223,10 @@ def test_saved_drafter_loads_beside_a_checkpoint_the_target_loader_still_reads(
         (["train"], "give --preset tiny|deep, or --drafter block --model tiny|deep"),
         (["train", "--drafter", "block"], "--drafter block needs --model tiny or --model deep"),
         (["train", "--drafter", "block", "--model", "tiny", "--steps", "0"], "--steps must be >= 1, got 0"),
+        (
+            ["train", "--drafter", "block", "--model", "deep", "--sequences", "0"],
+            "--sequences must be >= 1, got 0",
+        ),
     ],
 )
 def test_train_drafter_argument_errors_are_one_line(argv, message, capsys):
