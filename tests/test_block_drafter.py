@@ -153,7 +153,10 @@ def test_resume_reproduces_an_uninterrupted_run(target, tmp_path):
     seqs = sequences(target, n=8, T=24)
     cfg = dt.DrafterTrainConfig(steps=6, batch=2, anchors=3, k=K, warmup=2, checkpoint_every=3, log_every=100)
     meta = {"test": 1}
-    feats = dt.precompute_features(target, seqs, spread_layers(target.args.num_hidden_layers), batch=3)
+    heard: list[str] = []
+    layers = spread_layers(target.args.num_hidden_layers)
+    feats = dt.precompute_features(target, seqs, layers, batch=3, log=heard.append, log_every=4)
+    assert heard == ["target features: 6/8 sequences", "target features: 8/8 sequences"]
 
     class Interrupted(Exception):
         pass

@@ -105,7 +105,7 @@ def train(checkpoint: Path, args: argparse.Namespace, verb: str) -> None:
     started = time.time()
     seqs = drafter_data.cached_continuations(checkpoint, states / "continuations.npz", spec, log)
     log(f"{verb}: target features of {len(seqs)} sequences (computed once)")
-    features = drafter_train.precompute_features(target, seqs, dcfg.target_layers)
+    features = drafter_train.precompute_features(target, seqs, dcfg.target_layers, log=log)
     sampler = drafter_data.AnchorSampler(
         seqs, spec.prompt_tokens, cfg.batch, cfg.anchors, cfg.k, cfg.seed, features
     )
