@@ -153,7 +153,10 @@ def test_resume_reproduces_an_uninterrupted_run(target, tmp_path):
     seqs = sequences(target, n=8, T=24)
     cfg = dt.DrafterTrainConfig(steps=6, batch=2, anchors=3, k=K, warmup=2, checkpoint_every=3, log_every=100)
     meta = {"test": 1}
-    feats = dt.precompute_features(target, seqs, spread_layers(target.args.num_hidden_layers), batch=3)
+    heard: list[str] = []
+    layers = spread_layers(target.args.num_hidden_layers)
+    feats = dt.precompute_features(target, seqs, layers, batch=3, log=heard.append, log_every=4)
+    assert heard == ["target features: 6/8 sequences", "target features: 8/8 sequences"]
 
     class Interrupted(Exception):
         pass
@@ -223,6 +226,10 @@ def test_saved_drafter_loads_beside_a_checkpoint_the_target_loader_still_reads(
         (["train"], "give --preset tiny|deep, or --drafter block --model tiny|deep"),
         (["train", "--drafter", "block"], "--drafter block needs --model tiny or --model deep"),
         (["train", "--drafter", "block", "--model", "tiny", "--steps", "0"], "--steps must be >= 1, got 0"),
+        (
+            ["train", "--drafter", "block", "--model", "deep", "--sequences", "0"],
+            "--sequences must be >= 1, got 0",
+        ),
     ],
 )
 def test_train_drafter_argument_errors_are_one_line(argv, message, capsys):

@@ -70,6 +70,12 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--drafter", choices=("block",), help="train a shipped model's block drafter instead")
     p.add_argument("--model", choices=("tiny", "deep"), help="with --drafter: the shipped model")
     p.add_argument(
+        "--sequences",
+        type=int,
+        default=None,
+        help="with --drafter: greedy continuations to train on (default 1024; --resume needs the same)",
+    )
+    p.add_argument(
         "--resume", action="store_true", help="continue an interrupted run from its last checkpoint"
     )
     add_train_tiny_arguments(p)

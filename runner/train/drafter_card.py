@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .drafter_data import ContinuationSpec
+
 
 def _load(path: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
@@ -19,6 +21,8 @@ def drafter_lines(checkpoint: Path) -> list[str]:
     if not cfg:
         return []
     tc, data = log.get("train_config", {}), log.get("data", {})
+    n = data.get("sequences")
+    sequences_flag = "" if n in (None, ContinuationSpec().sequences) else f" --sequences {n}"
     n_layers = _load(checkpoint / "config.json").get("num_hidden_layers")
     hist = log.get("history", [])
     last = hist[-50:]
@@ -44,7 +48,8 @@ def drafter_lines(checkpoint: Path) -> list[str]:
         f"train-stream prompt tokens + {data.get('generate')} generated, seed {data.get('seed')}); "
         f"{log.get('train_s', 0) / 60:.0f} min of training steps, wall time on the machine that trained "
         "it (its load is not recorded, so the time says little about the work). Resume: "
-        f"`runner train --drafter block --model {checkpoint.name} --steps {tc.get('steps')} --resume` "
+        f"`runner train --drafter block --model {checkpoint.name} --steps {tc.get('steps')}"
+        f"{sequences_flag} --resume` "
         "(it needs the state folder `.resume/block_drafter/`, which is not committed).",
     ]
     if not ev:

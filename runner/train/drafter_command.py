@@ -1,4 +1,4 @@
-"""`runner train --drafter block --model tiny|deep [--resume] [--steps N]`.
+"""`runner train --drafter block --model tiny|deep [--resume] [--steps N] [--sequences N]`.
 
 - Trains the block drafter of a shipped checkpoint against its own greedy
   continuations (cached under `<model>/.resume/block_drafter/`), saving the full state
@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from .. import blas
@@ -36,9 +36,11 @@ def main_train_drafter(args: argparse.Namespace) -> int:
     if args.drafter != "block" or args.model not in ("tiny", "deep"):
         print("train: --drafter block needs --model tiny or --model deep", file=sys.stderr)
         return 2
-    if args.steps is not None and args.steps < 1:
-        print(f"train: --steps must be >= 1, got {args.steps}", file=sys.stderr)
-        return 2
+    for flag in ("steps", "sequences"):
+        value = getattr(args, flag, None)
+        if value is not None and value < 1:
+            print(f"train: --{flag} must be >= 1, got {value}", file=sys.stderr)
+            return 2
     if not args.no_openblas:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
         blas.reexec_with_openblas(blas.argv_from("train"))
@@ -79,6 +81,8 @@ def train(checkpoint: Path, args: argparse.Namespace, verb: str) -> None:
     if args.batch:
         cfg.batch = args.batch
     spec = drafter_data.ContinuationSpec(seed=args.seed)
+    if getattr(args, "sequences", None):
+        spec = replace(spec, sequences=args.sequences)
     dcfg = DrafterConfig(
         hidden_size=target_args.hidden_size,
         target_layers=spread_layers(target_args.num_hidden_layers),
@@ -101,7 +105,7 @@ def train(checkpoint: Path, args: argparse.Namespace, verb: str) -> None:
     started = time.time()
     seqs = drafter_data.cached_continuations(checkpoint, states / "continuations.npz", spec, log)
     log(f"{verb}: target features of {len(seqs)} sequences (computed once)")
-    features = drafter_train.precompute_features(target, seqs, dcfg.target_layers)
+    features = drafter_train.precompute_features(target, seqs, dcfg.target_layers, log=log)
     sampler = drafter_data.AnchorSampler(
         seqs, spec.prompt_tokens, cfg.batch, cfg.anchors, cfg.k, cfg.seed, features
     )

@@ -59,14 +59,22 @@ def target_features(target: Model, tokens: mx.array, layers: tuple[int, ...]) ->
 
 
 def precompute_features(
-    target: Model, sequences: np.ndarray, layers: tuple[int, ...], batch: int = 32
+    target: Model,
+    sequences: np.ndarray,
+    layers: tuple[int, ...],
+    batch: int = 32,
+    log: Optional[Callable[[str], None]] = None,
+    log_every: int = 1024,
 ) -> np.ndarray:
     """Every sequence's context features (N, T, n*H) float32, computed once: the target is
-    frozen, so each step reads them instead of re-running it."""
-    out = [
-        np.array(target_features(target, mx.array(sequences[i : i + batch]), layers))
-        for i in range(0, len(sequences), batch)
-    ]
+    frozen, so each step reads them instead of re-running it. `log` hears the progress
+    every `log_every` sequences (the dense target pass over thousands takes minutes)."""
+    out = []
+    for i in range(0, len(sequences), batch):
+        out.append(np.array(target_features(target, mx.array(sequences[i : i + batch]), layers)))
+        done = min(i + batch, len(sequences))
+        if log is not None and (done % log_every < batch or done == len(sequences)):
+            log(f"target features: {done}/{len(sequences)} sequences")
     return np.concatenate(out)
 
 
