@@ -9,8 +9,8 @@ predicts for each arm at any width.
   `row` (a row's attention over its context, its routed experts), `draft_token` (a draft
   a row verifies: one more query token; at k = 1 a drafting row), `prefill_token`
   (prompt tokens a mixed pass computes), `mtp_row` (row-steps of the MTP layer: every row
-  each pass under eager sync, drafting rows under lazy, plus k - 1 chained steps a row
-  drafting k), `indexed_pass` and `indexed_row` (the indexer, index_topk > 0: its fixed
+  each pass under eager sync, every row of a drafting pass under lazy, plus k - 1 chained
+  steps a row drafting k), `indexed_pass` and `indexed_row` (the indexer, index_topk > 0: its fixed
   and per-row cost), `block_pass` and `block_token` (the block drafter's pass, in passes
   that draft: its fixed cost, and its k + 1 block positions a drafting row). Only passes with decode rows
   are fitted: a prefill-only pass costs tens of decode passes and would steer a
@@ -93,14 +93,14 @@ class Policy:
         return True  # always, adaptive
 
 
-def columns(policy: Policy, w, pre, d, rows) -> list:
+def columns(policy: Policy, w, pre, d, rows, drafting) -> list:
     """The terms' values of passes of width w, prefill tokens pre, d drafts verified over
-    `rows` drafting rows (arrays of one shape), in TERMS order."""
+    `rows` drafting rows, `drafting` whether the pass drafts (a prediction: the share of
+    passes that do), all arrays of one shape, in TERMS order."""
     ix, one = float(policy.indexed), np.ones_like(w)
-    drafting = np.minimum(rows, 1.0)  # a pass drafts when a row does (a prediction's mean: its share)
     mtp = 0 * w
-    if policy.mtp_layer:  # lazy: the drafting rows only; a row drafting k chains k - 1 more steps
-        mtp = (w if policy.eager else rows) + (d - rows)
+    if policy.mtp_layer:  # lazy: every row of a drafting pass; a row drafting k chains k - 1 more
+        mtp = (w if policy.eager else w * drafting) + (d - rows)
     blk = float(policy.block)
     return [one, w, d, pre, mtp, ix * one, ix * w, blk * drafting, blk * (d + rows)]
 
@@ -110,7 +110,7 @@ def design(policy: Policy, width, prefill_tokens, drafted, drafting_rows=None) -
     the rows that carried drafts (None: each carried one, k = 1)."""
     w, pre, d = (np.asarray(v, dtype=float) for v in (width, prefill_tokens, drafted))
     rows = d if drafting_rows is None else np.asarray(drafting_rows, dtype=float)
-    return np.column_stack(columns(policy, w, pre, d, rows))
+    return np.column_stack(columns(policy, w, pre, d, rows, (d > 0).astype(float)))
 
 
 def _decoding(r) -> np.ndarray:
@@ -259,8 +259,8 @@ class Fit:
         share of rows drafting), `rows_share` the share of rows carrying them (None:
         `share`, k = 1) and `prefill` (draws + 1, W) prompt tokens in it."""
         w = np.broadcast_to(np.arange(share.shape[1], dtype=float)[None, :], share.shape)
-        rows = w * (share if rows_share is None else rows_share)
-        x = columns(policy, w, prefill, w * share, rows)
+        carrying = share if rows_share is None else rows_share  # as before k: drafting passes' share
+        x = columns(policy, w, prefill, w * share, w * carrying, np.minimum(carrying, 1.0))
         return sum(self.coef[:, [j]] * col for j, col in enumerate(x))
 
 
