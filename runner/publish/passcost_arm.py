@@ -12,8 +12,8 @@ fit (`passcost.Fit`).
 - Acceptance at width w: of the drafting arms with the same attention (indexer or not) in
   their runs at concurrency w, when they hold at least MIN_ROWS drafts: a closed loop of w
   clients replays the same requests in every arm, and acceptance follows the requests
-  (on the flagship's deep data it rose from about 0.67 at one client to 0.75 at four), not
-  the policy, which decides only where to draft. Elsewhere (a width not measured, or left
+  (more clients replay more of the stream), not the policy, which decides only where to
+  draft. Elsewhere (a width not measured, or left
   out) the arm's own drafts pooled over its runs; an arm whose fitted runs hold fewer
   than MIN_ROWS drafts (`solo` without its width-1 runs) takes those of the drafting arms
   with the same attention, else of every drafting arm.
