@@ -212,10 +212,10 @@ def run_experiment(
         stream = PromptStream(exp.workload, exp.seed, checkpoint, width=max(exp.concurrency))
         progress.plan([cell_seconds(exp, c.concurrency) for c in todo])
         runtimes: dict[str, Runtime | RuntimeFault] = {}
-        block = {arm for arm in exp.arms if exp.knobs(arm).get("drafter") == "block"}
-        model_sha256 = {  # a block-drafting arm's model includes its drafter's files
-            arm: checkpoint_sha256(checkpoint, DRAFTER_FILES if arm in block else ()) for arm in exp.arms
-        }
+        # a block-drafting arm's model includes its drafter's files; each kind hashed once
+        files = {arm: DRAFTER_FILES if exp.knobs(arm).get("drafter") == "block" else () for arm in exp.arms}
+        sha_of = {extra: checkpoint_sha256(checkpoint, extra) for extra in set(files.values())}
+        model_sha256 = {arm: sha_of[extra] for arm, extra in files.items()}
         memory.cap_cache()
         shelf = Shelf()  # arms on the same model share it and its compiled functions
         machine = probe.measure()  # once per invocation, before any engine holds memory

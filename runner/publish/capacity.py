@@ -47,6 +47,11 @@ def crossing(rates, shares, target: float) -> tuple[float | None, bool, bool]:
     return rates[-1], True, False
 
 
+def declares_slo(met: dict[float, dict[int, np.ndarray]]) -> bool:
+    """Whether a cell's runs declared an SLO (SLO_MET_SQL gives NaN entries when not)."""
+    return not any(v.size and np.isnan(v[0]) for rounds in met.values() for v in rounds.values())
+
+
 def capacity(met: dict[float, dict[int, np.ndarray]], target: float, key: str) -> Capacity:
     """met: rate -> round -> a 0/1 array, one entry a request (in request-id order);
     key: what seeds the draws (experiment, chip, concurrency), so every arm draws alike."""

@@ -11,9 +11,7 @@ This module reads through `queries.Reader` and formats text; it writes nothing.
 
 from __future__ import annotations
 
-import math
-
-from runner.publish.capacity import capacity
+from runner.publish.capacity import capacity, declares_slo
 
 
 def _rate(r: float) -> str:
@@ -31,13 +29,7 @@ def audit_lines(reader, experiment: str, attainment: float = 0.9) -> tuple[list[
         return [
             f"runner audit --capacity: {experiment!r} is not a rate sweep (arrivals.rate must be a list)"
         ], False
-    if any(
-        math.isnan(v[0])
-        for cell in sweep.values()
-        for rounds in cell.values()
-        for v in rounds.values()
-        if v.size
-    ):
+    if not all(declares_slo(cell) for cell in sweep.values()):
         return [f"runner audit --capacity: {experiment!r} declares no SLO ([workload.slo])"], False
     names = {c.chip_id: f"{c.name} ({c.chip_id[:8]})" for c in reader.chips(experiment, quick)}
     short = reader.short_cells(experiment, quick)

@@ -11,6 +11,7 @@ already at the lowest rate. This module reads through PostData and queries.Reade
 from __future__ import annotations
 
 from runner.publish.capacity import capacity as compute
+from runner.publish.capacity import declares_slo
 from runner.publish.claims import Measured
 
 
@@ -37,7 +38,7 @@ def capacity_value(
     met = sweep.get((chip_id, arm, conc))
     if not met:
         return absent(f"no rate sweep of arm {arm} at concurrency {conc} (arrivals.rate must be a list)")
-    if any(v.size and v[0] != v[0] for rounds in met.values() for v in rounds.values()):  # NaN: no SLO
+    if not declares_slo(met):
         return absent("the experiment declares no SLO ([workload.slo])")
     cap = compute(met, float(attainment), f"{data.experiment}\n{chip_id}\n{conc}")
     top = f"{cap.rates[-1]:g} req/s"

@@ -62,12 +62,20 @@ class ArmFit:
         """Whether the fit has drafting passes to price a draft and drafts to accept."""
         return "draft_token" in self.terms and bool(self.acceptance_from)
 
-    def draft_share(self, by_width: str = "drafted_by_width") -> np.ndarray:
+    def draft_share(self) -> np.ndarray:
         """(draws + 1, MAX_WIDTH + 1): drafts a decode row carries at each width (at k = 1
-        the share of rows that draft); by_width="drafting_by_width": the share of rows
-        that carry drafts."""
+        the share of rows that draft)."""
+        return self._per_row(self.fit.stats.drafted_by_width)
+
+    def carrying_share(self) -> np.ndarray:
+        """(draws + 1, MAX_WIDTH + 1): the share of decode rows that carry drafts."""
+        return self._per_row(self.fit.stats.drafting_by_width)
+
+    def _per_row(self, by_width: np.ndarray) -> np.ndarray:
+        """`by_width` (blocks, widths) per decode row of the arm, where its policy drafts:
+        measured at a width with its passes, else at its nearest measured width."""
         w, st = self.fit.weights[:, self.own], self.fit.stats
-        rows, drafted = w @ st.rows_by_width[self.own], w @ getattr(st, by_width)[self.own]
+        rows, drafted = w @ st.rows_by_width[self.own], w @ by_width[self.own]
         with np.errstate(invalid="ignore", divide="ignore"):
             measured = np.where(rows > 0, drafted / np.maximum(rows, 1e-12), 0.0)
         share = np.zeros_like(measured)
@@ -105,7 +113,7 @@ class ArmFit:
         with np.errstate(invalid="ignore", divide="ignore"):
             per_other_row = np.where(others > 0, prefill / np.maximum(others, 1e-12), 0.0)
         acceptance = self.acceptance()
-        s, carrying = self.draft_share(), self.draft_share("drafting_by_width")
+        s, carrying = self.draft_share(), self.carrying_share()
         w = np.arange(MAX_WIDTH + 1, dtype=float)[None, :]
         pass_ns = self.fit.pass_ns(self.policy, s, per_other_row[:, None] * np.maximum(w - 1, 0), carrying)
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -50,7 +50,7 @@ class ArmPolicy(NamedTuple):
     """An arm's declared draft decisions (whether it runs the MTP head, its policy) and the
     features that change a pass's cost: the MTP's sync ("eager": it runs every pass) and
     the indexer's top-k (0: dense attention, no indexer), and the drafter ("mtp" or
-    "block") with the drafts a row carries (draft_tokens, k)."""
+    "block")."""
 
     arm: str
     mtp: bool
@@ -58,7 +58,6 @@ class ArmPolicy(NamedTuple):
     mtp_sync: str = "eager"
     index_topk: int = 0
     drafter: str = "mtp"
-    draft_tokens: int = 1
 
 
 class PassQueries:
@@ -93,6 +92,6 @@ class PassQueries:
     def arm_policies(self, experiment: str, quick: bool) -> dict[str, ArmPolicy]:
         p = {"experiment": experiment, "quick": quick, "as_of": None}
         return {
-            a: ArmPolicy(a, bool(m), str(pol), str(sync), int(topk), str(drafter), int(k))
-            for a, m, pol, sync, topk, drafter, k in self._rows(ARM_POLICIES_SQL, p)
+            a: ArmPolicy(a, bool(m), str(pol), str(sync), int(topk), str(drafter))
+            for a, m, pol, sync, topk, drafter in self._rows(ARM_POLICIES_SQL, p)
         }

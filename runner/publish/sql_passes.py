@@ -26,7 +26,7 @@ ORDER BY c.chip_id, c.arm, c.concurrency, c.round, p.pass_index"""
 # Each arm's draft decisions as declared, and the engine features that change what a pass
 # of a given shape costs: whether it runs the MTP head, its policy, how the MTP keeps up
 # when a pass does not draft (eager: every pass), the indexer (index_topk > 0), and which
-# drafter drafts how many tokens a row (drafter, draft_tokens).
+# drafter drafts (the drafts a row carries come from the passes themselves).
 ARM_POLICIES_SQL = (
     "WITH "
     + CHOSEN_RUNS
@@ -36,8 +36,7 @@ SELECT c.arm,
        min(coalesce(json_extract_string(c.knobs, '$.draft_policy'), 'never')) AS draft_policy,
        min(coalesce(json_extract_string(c.knobs, '$.mtp_sync'), 'eager')) AS mtp_sync,
        max(coalesce(TRY_CAST(json_extract_string(c.knobs, '$.index_topk') AS INTEGER), 0)) AS index_topk,
-       min(coalesce(json_extract_string(c.knobs, '$.drafter'), 'mtp')) AS drafter,
-       max(coalesce(TRY_CAST(json_extract_string(c.knobs, '$.draft_tokens') AS INTEGER), 1)) AS draft_tokens
+       min(coalesce(json_extract_string(c.knobs, '$.drafter'), 'mtp')) AS drafter
 FROM chosen c GROUP BY c.arm ORDER BY c.arm"""
 )
 
