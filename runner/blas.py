@@ -11,10 +11,11 @@ takes effect when a process starts, hence re-exec.
 Two more settings come with the re-run, both recorded with results:
 - Small-row sgemm (runner/native/small_sgemm_blas.c, compiled here with the system C
   compiler on first use): Debian's OpenBLAS 0.3.21 packs both operands on every sgemm,
-  which for the one-to-four-row products of a decode pass costs more than the
-  arithmetic. Preloaded ahead of OpenBLAS, it serves those with sgemv (one row, as newer
-  OpenBLAS releases do themselves) or with small AVX2 kernels that read each weight
-  once for all rows, in both weight layouts. It serves every MLX user in the process
+  which for the few-row products of a decode or verify pass costs more than the
+  arithmetic. Preloaded ahead of OpenBLAS, it serves products of up to 256 rows with
+  small AVX2 kernels that read each weight once for four rows, in both weight layouts
+  (and a transposed or scaled one of up to four rows with one sgemv a row); training's
+  large products still go to OpenBLAS. It serves every MLX user in the process
   alike (mlx-lm in `runner bench` too). BOTHROWS_NO_SMALL_SGEMM (set to anything) leaves
   it out.
 - OPENBLAS_NUM_THREADS=1 unless set: the engine builds the next pass on the main

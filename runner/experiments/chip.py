@@ -17,7 +17,7 @@ from pathlib import Path
 
 FIELDS = ("name", "device", "cores", "memory_bytes", "os", "mlx_version", "blas", "python")
 _BLAS_KINDS = (
-    ("small_sgemm", "sgemm of <= 4 rows: sgemv or AVX2 kernels"),
+    ("small_sgemm", "sgemm of <= 256 rows: AVX2 kernels, or sgemv"),
     ("openblas", "OpenBLAS"),
     ("mkl", "Intel MKL"),
     ("blis", "BLIS"),

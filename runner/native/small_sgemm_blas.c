@@ -2,17 +2,17 @@
  *
  * OpenBLAS 0.3.21 (Debian bookworm) packs both operands on every sgemm call, even when
  * the left operand has one row: for a decode pass, whose matmuls have one to a few rows
- * (one per token), the packing costs more than the arithmetic. Measured here, single
- * thread, 128 x 4096 weights: one row 168 us as sgemm, 35 us as sgemv; four rows 156 us
- * as sgemm, 141 us as four sgemv calls, 79 us with the kernel below.
+ * (one per token), the packing costs more than the arithmetic. Its single-thread sgemm
+ * also stays well below the kernels below at the shapes a pass computes (K or N the
+ * hidden size), up to a few hundred rows.
  *
- * Row-major products of at most MAX_ROWS rows are served here, the rest go unchanged to
- * the next cblas_sgemm in the link order:
- *  - one row: cblas_sgemv (newer OpenBLAS releases forward such calls themselves);
- *  - two to four rows, alpha 1, beta 0, A not transposed, on an AVX2+FMA CPU: the kernels
- *    below, which read each weight once for all rows (1.6-2.3x four sgemv calls with B
- *    stored K x N, 1.15-1.4x with B stored N x K, the layout mlx-lm's x @ W.T gives);
- *  - otherwise: one cblas_sgemv per row.
+ * Row-major products are served here as follows, the rest go unchanged to the next
+ * cblas_sgemm in the link order:
+ *  - A not transposed, alpha 1, beta 0, at most MAX_ROWS rows, on an AVX2+FMA CPU: the
+ *    kernels below, which read each weight once for up to four rows, called on blocks of
+ *    at most four rows (a verify pass of k + 1 tokens, a prefill chunk);
+ *  - otherwise at most SGEMV_ROWS rows: one cblas_sgemv per row;
+ *  - otherwise the next sgemm (training's large and transposed products).
  * Results differ from sgemm only in summation order. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -25,7 +25,7 @@
 #endif
 
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
-enum { MAX_ROWS = 4 };
+enum { MAX_ROWS = 256, SGEMV_ROWS = 4, KERNEL_ROWS = 4 };
 
 typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int,
                          float, float *, int);
@@ -126,14 +126,16 @@ __attribute__((target("avx2,fma"))) static inline float hsum(__m256 v) {
       }                                                                                              \
   }
 
+NN_KERNEL(nn1, 1)
 NN_KERNEL(nn2, 2)
 NN_KERNEL(nn3, 3)
 NN_KERNEL(nn4, 4)
+NT_KERNEL(nt1, 1)
 NT_KERNEL(nt2, 2)
 NT_KERNEL(nt3, 3)
 NT_KERNEL(nt4, 4)
-static const kernel_fn nn_kernels[MAX_ROWS + 1] = {NULL, NULL, nn2, nn3, nn4};
-static const kernel_fn nt_kernels[MAX_ROWS + 1] = {NULL, NULL, nt2, nt3, nt4};
+static const kernel_fn nn_kernels[KERNEL_ROWS + 1] = {NULL, nn1, nn2, nn3, nn4};
+static const kernel_fn nt_kernels[KERNEL_ROWS + 1] = {NULL, nt1, nt2, nt3, nt4};
 #endif
 
 /* The first other loaded object exporting both functions: RTLD_NEXT finds a BLAS that
@@ -167,17 +169,29 @@ static void resolve(void) {
 #endif
 }
 
+/* Rows split into blocks of at most KERNEL_ROWS, as even as can be (9 rows: 3 + 3 + 3). */
+static void kernel_blocks(const kernel_fn *kernels, int M, int N, int K, const float *A, int lda,
+                          const float *B, int ldb, float *C, int ldc) {
+  const int blocks = (M + KERNEL_ROWS - 1) / KERNEL_ROWS;
+  for (int b = 0, done = 0; b < blocks; b++) {
+    const int rows = (M - done) / (blocks - b);
+    kernels[rows](N, K, A + (size_t)done * lda, lda, B, ldb, C + (size_t)done * ldc, ldc);
+    done += rows;
+  }
+}
+
 void cblas_sgemm(int order, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                  int lda, const float *B, int ldb, float beta, float *C, int ldc) {
   if (next_sgemm == NULL) resolve();
-  if (order != ROW_MAJOR || next_sgemv == NULL || M < 1 || M > MAX_ROWS || N < 1 || K < 1) {
+  const int kernel = has_simd && trans_a == NO_TRANS && alpha == 1.0f && beta == 0.0f && M <= MAX_ROWS;
+  if (order != ROW_MAJOR || next_sgemv == NULL || M < 1 || N < 1 || K < 1 || (M > SGEMV_ROWS && !kernel)) {
     next_sgemm(order, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   served++;
 #if defined(__x86_64__)
-  if (has_simd && M > 1 && trans_a == NO_TRANS && alpha == 1.0f && beta == 0.0f) {
-    (trans_b == NO_TRANS ? nn_kernels : nt_kernels)[M](N, K, A, lda, B, ldb, C, ldc);
+  if (kernel) {
+    kernel_blocks(trans_b == NO_TRANS ? nn_kernels : nt_kernels, M, N, K, A, lda, B, ldb, C, ldc);
     return;
   }
 #endif
