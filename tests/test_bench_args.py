@@ -1,5 +1,6 @@
 """`runner bench`'s argument errors: one line and exit code 2, before anything is timed."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -44,3 +45,21 @@ def test_a_block_arm_on_a_checkpoint_without_a_block_drafter_is_one_clear_line(t
         '(block_drafter/block_drafter.safetensors); use drafter = "mtp" or train one with runner train '
         "--drafter block"
     ]
+
+
+def test_the_drafting_table_gives_each_arm_its_pass_time_beside_its_tokens_per_row_pass(capsys):
+    """The two figures a drafting arm's gain over `off` is made of, from a real (tiny) run."""
+    argv = ["--mtp", "--arms", "off,mtp-chain", "--seqs", "1", "--rounds", "1", "--repeats", "1"]
+    assert not cli_main(["bench", "--no-openblas", *argv, "--tokens", "12"])
+    lines = capsys.readouterr().out.splitlines()
+    assert "tokens/row-pass  ms/pass" in next(line for line in lines if line.startswith("arm "))
+    # drafted/passes, acceptance, tokens per row-pass, ms per pass
+    figures = re.compile(r"(\S+)/(\S+)\s+(\S+)%\s+(\S+)\s+(\S+)\s")
+    rows = {
+        line.split()[0]: figures.search(line)
+        for line in lines
+        if line.split()[:1] in (["off"], ["mtp-chain"])
+    }
+    assert set(rows) == {"off", "mtp-chain"}
+    assert float(rows["off"][4]) == 0.0 and float(rows["mtp-chain"][4]) > 1.0
+    assert all(float(m[5]) > 0.0 for m in rows.values())

@@ -1,7 +1,11 @@
 """Drafting A/B: decode tok/s per sequence with speculation off vs each drafting arm, at
 one to four concurrent sequences, interleaved by round, with ratios over `off`, tokens
-per drafting row-pass (tau), acceptance by position, the draft lengths passes carried,
-and state bytes.
+per drafting row-pass (tau), the mean decode pass time, acceptance by position, the draft
+lengths passes carried, and state bytes.
+
+- A drafting arm's gain over `off` is about its tokens per row-pass over its pass time
+  relative to `off`'s (a drafting pass's time includes its drafter's work, which runs in
+  the same step).
 
 - acceptance by position is `acceptance_at(i)` as pages show it; "k carried" the shares
   of decode passes by the most drafts a row carried (0: none).
@@ -82,6 +86,7 @@ def measure(engine: Engine, prompts: list[list[int]], new_tokens: int) -> dict:
         passes=len(passes),
         acceptance=(sum(p.accepted for p in passes) / drafted) if drafted else 0.0,
         state_mb=max(p.max_row_state_bytes for p in passes) / 1e6,
+        pass_ms=statistics.mean(p.duration_ns for p in passes if p.kind == "decode") / 1e6,
     )
 
 
@@ -142,7 +147,8 @@ def run(
     )
     print(
         f"{'arm':<14} {'seqs':>4} {'decode tok/s/seq':>24} {'vs off':>20} {'drafted passes':>15} "
-        f"{'acceptance':>11} {'tokens/row-pass':>15} {'by position':>19} {'state MB/seq':>12}  k carried"
+        f"{'acceptance':>11} {'tokens/row-pass':>15} {'ms/pass':>8} {'by position':>19} "
+        f"{'state MB/seq':>12}  k carried"
     )
     for w in widths:
         for a in arms:
@@ -158,6 +164,7 @@ def run(
                 f"{a:<14} {w:>4} {spread(dec):>24} {ratio_spread(dec, base):>20} "
                 f"{drafted_passes:>7.1f}/{passes:<7.1f}"
                 f"{statistics.mean(m['acceptance'] for m in ms):>11.1%} "
-                f"{statistics.mean(taus) if taus else 0.0:>15.2f} {by_position(carried, kept):>19} "
+                f"{statistics.mean(taus) if taus else 0.0:>15.2f} "
+                f"{statistics.median(m['pass_ms'] for m in ms):>8.2f} {by_position(carried, kept):>19} "
                 f"{max(m['state_mb'] for m in ms):>12.3f}  {k_shares(lengths)}"
             )
