@@ -21,7 +21,9 @@ class Fused:
     arrays: tuple
 
 
-SORT_FROM_TOKENS = 64  # gather_mm over expert-sorted tokens pays from about this many
+# (token, expert) pairs from which gather_mm over expert-sorted tokens pays: a verify
+# pass of eight or more tokens at top-2 (a block of drafts, drafts at two or more rows).
+SORT_FROM_TOKENS = 16
 
 
 class MLP(nn.Module):
