@@ -4,7 +4,8 @@
   tokens, the HTML for each token, every failure, the claims' verdicts and the post's
   downloads.
 - Phases: the sandboxed body; the update notes and quick-data banner under its title;
-  the provenance and audit sections at its end; then assembly.
+  the provenance and audit sections at its end; then assembly (the sections around the
+  body are `post_sections.py`).
 - Front matter: `experiment:` or `experiments: [a, b]` (the first is the default of every
   call's `experiment=`), `chip:` (the home chip, `home.py`), `base:` (the default base
   arm; otherwise each declaration's first arm), `date:`, `updates:`, `data:` (a pin,
@@ -15,28 +16,26 @@
 from __future__ import annotations
 
 import hashlib
-import re
 import traceback
 from dataclasses import dataclass, field, replace
 from datetime import datetime, time, timedelta
 from pathlib import Path
 
-from runner.publish import across, machines, queries
+from runner.publish import across, queries
+from runner.publish import post_sections as sections
 from runner.publish.api import post_api
 from runner.publish.claims import Verdict
 from runner.publish.frontmatter import declared, downloads_folder, experiments_of
 from runner.publish.headline import pair_line
 from runner.publish.home import Judging, match_chip, post_cutoff, read_pin, resolve_home, unseen_by_home
-from runner.publish.notes import Note, as_day, declared_notes, notes_html
+from runner.publish.notes import Note, as_day, declared_notes
 from runner.publish.post_state import Failure, PostState, chip_labels
 from runner.publish.postdata import PostData
 from runner.publish.provenance import Downloads
 from runner.publish.rows import LaterRun
 from runner.publish.shortfall import declared_allow_short
-from runner.publish.templating import render_block, render_post_body
+from runner.publish.templating import render_post_body
 from runner.publish.views import ViewCache
-
-_H1 = re.compile(r"^# .*$", re.MULTILINE)
 
 
 @dataclass
@@ -200,25 +199,27 @@ def render_post(
         post.home = judging = replace(judging, data=post.pin) if post.pin else judging
         # Body: the sandboxed body over each experiment's data, claims judged at home.
         rendered, state, datas = _body(post, judging)
-        out.failures += _regime_gaps(key, datas)
-        out.columns = _columns(post, judging, as_of, state.verdicts) if judge_chip is None else []
+        out.failures += sections.regime_gaps(key, datas)
+        out.columns = sections.columns(post, judging, as_of, state.verdicts) if judge_chip is None else []
         first = datas[next(iter(datas))]  # tokens of the sections are the first experiment's
         # Notes: the declared ones and those later runs made, under the title.
-        notes = _notes(post, datas, judging, as_of, declared, state.verdicts, out.columns)
-        top = str(pair_line(datas, meta, first.experiment)) + _notes_section(
+        notes = sections.notes(post, datas, judging, as_of, declared, state.verdicts, out.columns)
+        top = str(pair_line(datas, meta, first.experiment)) + sections.notes_section(
             first, notes, any(post.quick.values())
         )
         # Provenance: each experiment's facts and its share of the downloads.
-        out.downloads = _downloads(reader, post, downloads_folder(key), state)
-        provenance = _provenance(post, datas, [(n, first.href(n)) for n in out.downloads.file_names()])
+        out.downloads = sections.downloads(reader, post, downloads_folder(key), state)
+        provenance = sections.provenance(
+            post, datas, [(n, first.href(n)) for n in out.downloads.file_names()]
+        )
         # Audit: every claim's verdict at home and on every chip.
-        audit = _audit(post, first, state.verdicts, judging, judge_chip, out.columns)
+        audit = sections.audit(post, first, state.verdicts, judging, judge_chip, out.columns)
         # Assemble: the Markdown, and what the plugin and `runner audit` read off it.
-        out.markdown = _assemble(rendered, top, provenance, audit)
+        out.markdown = sections.assemble(rendered, top, provenance, audit)
         out.blocks, out.inline_text = state.blocks, state.inline_text
         out.failures += state.failures
         out.verdicts, out.notes = state.verdicts, notes
-        out.home_label = _home_text(post, judging)
+        out.home_label = sections.home_text(post, judging)
         out.home, out.claim_cells = judging, set(state.claim_cells)
         out.headline = state.headline_html
     return out
@@ -245,132 +246,3 @@ def _choose_data(post: _Post, experiments: list[str], db_path) -> list[Failure]:
 def _body(post: _Post, judging: Judging) -> tuple[str, PostState, dict[str, PostData]]:
     """The body rendered in the sandbox: Markdown with tokens, its state, its PostData."""
     return post.render(judging, _token_prefix(post.key), downloads_folder(post.key))
-
-
-def _regime_gaps(key: str, datas: dict[str, PostData]) -> list[Failure]:
-    """A failure for every regime an experiment lacks (batch 1 or the ceiling)."""
-    failures = []
-    for d in datas.values():
-        where = "" if len(datas) == 1 else f" ({d.experiment})"
-        failures += [Failure(key, 1, f"regime gap{where}: " + g.describe()) for g in d.regimes.gaps]
-    return failures
-
-
-def _notes(post: _Post, datas, judging, as_of, declared: list[Note], home, columns) -> list[Note]:
-    """The declared notes and the automatic ones for later runs, in date order."""
-    auto = _later_notes(post, datas, judging, as_of, home, columns)
-    return sorted(declared + auto, key=lambda n: (n.day, n.automatic))
-
-
-def _notes_section(first: PostData, notes: list[Note], quick: bool) -> str:
-    """The notes block (and the quick-data banner) that goes under the title."""
-    return str(first.token(notes_html(notes, quick), ""))
-
-
-def _provenance(post: _Post, datas: dict[str, PostData], links: list[tuple[str, str]]) -> str:
-    """The provenance section: one block an experiment, with the downloads that are its own."""
-    first, blocks = datas[next(iter(datas))], []
-    for e, q in post.quick.items():
-        mine = [(n, h) for n, h in links if len(datas) == 1 or _owner(n, datas) in (e, None)]
-        html = render_block(
-            "provenance.html",
-            experiment=e,
-            quick=q,
-            chips=datas[e].chips,
-            facts=post.reader.provenance(e, q),
-            load=post.reader.load_by_chip(e, q),
-            labels=datas[e].chip_names,
-            aa=datas[e].aa_coverage(),
-            aa_arm=datas[e].aa_arm,
-            machines=machines.provenance_lines(post.reader, e, q, datas[e].chip_names),
-            downloads=[(n, h) for n, h in mine if not n.endswith(".sql")],
-            sqls=[(n, h) for n, h in mine if n.endswith(".sql")],
-        )
-        blocks.append(str(first.token(html, "")))
-    return "".join(blocks)
-
-
-def _owner(name: str, datas: dict) -> str | None:
-    """The experiment a raw-rows download belongs to (the longest name it starts with: one
-    experiment's name can begin another's); None for the SQL files, which every block shares."""
-    return max((e for e in datas if name.startswith(f"{e}-")), key=len, default=None)
-
-
-def _audit(post: _Post, first: PostData, verdicts: list[Verdict], judging, judge_chip, columns) -> str:
-    """The audit section: each claim's verdict at home and on every chip."""
-    html = render_block(
-        "audit.html",
-        verdicts=verdicts,
-        home=judging.label if judge_chip else _home_text(post, judging),
-        by_chip=across.table_rows(verdicts, columns),
-        columns=columns,
-        newest=any(c.chip_id == judging.chip_id for c in columns),
-    )
-    return str(first.token(html, ""))
-
-
-def _assemble(rendered: str, top: str, provenance: str, audit: str) -> str:
-    """The post's Markdown: the notes under its title, provenance and audit at its end."""
-    m = _H1.search(rendered)
-    rendered = (rendered[: m.end()] + top + rendered[m.end() :]) if m else top + rendered
-    return rendered.rstrip() + f"\n\n## Provenance\n{provenance}## Audit\n{audit}"
-
-
-def _home_text(post: _Post, judging: Judging) -> str:
-    if judging.chip_id is None:
-        return "no home chip"
-    label = chip_labels(post.chips)[judging.chip_id]
-    if judging.as_of is None:
-        return label
-    return f"{label}, data as of {(judging.as_of - timedelta(days=1)):%Y-%m-%d}"
-
-
-def _columns(post: _Post, judging: Judging, as_of, home: list[Verdict]) -> list[across.Column]:
-    """Each chip's newest data as a judging view (the home chip's only when it has data
-    newer than the post's date), rendered quietly. Every value is read on the column's
-    chip, those whose call names a chip too: the table reads each claim off every chip."""
-    if not home:
-        return []
-    labels = chip_labels(post.chips)
-    later_on_home = bool(
-        as_of
-        and judging.chip_id
-        and any(r.chip_id == judging.chip_id for e, q in post.quick.items() for r in post.later(e, q, as_of))
-    )
-    cols = []
-    for chip in post.chips:
-        cid = chip.chip_id
-        if cid == judging.chip_id and not later_on_home:
-            continue
-        label = f"{labels[cid]} (newest)" if cid == judging.chip_id else labels[cid]
-        later = (
-            [r[0] for e, q in post.quick.items() for r in post.later(e, q, as_of) if r[1] == cid]
-            if as_of
-            else []
-        )
-        machine = machines.column_note(post.reader, post.quick, judging, cid, later)
-        label += f" ({machine})" if machine else ""
-        _, state, _ = post.render(Judging(cid, None, label, every_value=True), "ALT")
-        cols.append(across.Column(label, cid, {v.number: v for v in state.verdicts}))
-    return cols
-
-
-def _later_notes(post: _Post, datas, judging, as_of, home, columns) -> list[Note]:
-    if as_of is None:
-        return []
-    by_chip = {c.chip_id: c for c in columns}
-    labels = chip_labels(post.chips)
-    out = []
-    for e, q in post.quick.items():
-        runs = post.later(e, q, as_of)
-        machine = machines.group_difference(post.reader, e, q, judging)
-        out += across.later_notes(e, runs, labels, home, by_chip, datas[e].state.claim_experiments, machine)
-    return out
-
-
-def _downloads(reader, post: _Post, folder: str, state: PostState) -> Downloads:
-    tables = {}
-    for e, q in post.quick.items():
-        for name, table in reader.raw_tables(e, q).items():
-            tables[name if len(post.quick) == 1 else f"{e}-{name}"] = table
-    return Downloads(folder, tables, dict(state.sql))
