@@ -63,3 +63,11 @@ def test_the_drafting_table_gives_each_arm_its_pass_time_beside_its_tokens_per_r
     assert set(rows) == {"off", "mtp-chain"}
     assert float(rows["off"][4]) == 0.0 and float(rows["mtp-chain"][4]) > 1.0
     assert all(float(m[5]) > 0.0 for m in rows.values())
+
+
+def test_every_width_runs_the_same_prompts_each_round():
+    """Acceptance follows the prompts: one sequence and the ceiling must see the same ones."""
+    from runner.bench.mtp_ab import round_prompts
+
+    assert round_prompts((1, 4)) == 4 and round_prompts((1, 2, 4)) == 4 and round_prompts((1, 2, 3, 4)) == 12
+    assert round_prompts((1,)) == 1

@@ -6,7 +6,8 @@ lengths passes carried, and state bytes.
 - A drafting arm's gain over `off` is about its tokens per row-pass over its pass time
   relative to `off`'s (a drafting pass's time includes its drafter's work, which runs in
   the same step).
-
+- Every width runs the same prompts each round (`round_prompts`), so acceptance, which
+  follows the prompts, differs between one sequence and the ceiling only by batching.
 - acceptance by position is `acceptance_at(i)` as pages show it; "k carried" the shares
   of decode passes by the most drafts a row carried (0: none).
 - Arms name a drafter, a draft length k and a policy: `mtp` (k = 1), `mtp-chain` (the
@@ -19,6 +20,7 @@ lengths passes carried, and state bytes.
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from ..engine import Engine
@@ -60,8 +62,12 @@ def heldout_prompts(engine: Engine, n: int, length: int) -> list[list[int]]:
     return [x[:length] for x in ids if len(x) >= length][:n]
 
 
-def measure(engine: Engine, prompts: list[list[int]], new_tokens: int) -> dict:
-    _, passes, reqs = engine.collect(prompts, new_tokens)
+def measure(engine: Engine, batches: list[list[list[int]]], new_tokens: int) -> dict:
+    """One round of an arm at one width: its batches one after another, figures over all."""
+    passes, reqs = [], []
+    for batch in batches:
+        _, p, r = engine.collect(batch, new_tokens)
+        passes, reqs = passes + p, reqs + r
     per_seq = [(r.output_tokens - 1) / ((r.done_ns - r.first_token_ns) / 1e9) for r in reqs]
     drafted = sum(p.drafted for p in passes)
     hist = [0] * 17  # drafting row-passes by drafts kept
@@ -90,9 +96,16 @@ def measure(engine: Engine, prompts: list[list[int]], new_tokens: int) -> dict:
     )
 
 
-def best_of(repeats: int, engine: Engine, prompts: list[list[int]], new_tokens: int) -> dict:
+def best_of(repeats: int, engine: Engine, batches: list[list[list[int]]], new_tokens: int) -> dict:
     """The fastest of `repeats` back-to-back measurements (same prompts, same outputs)."""
-    return max((measure(engine, prompts, new_tokens) for _ in range(repeats)), key=lambda m: m["decode"])
+    return max((measure(engine, batches, new_tokens) for _ in range(repeats)), key=lambda m: m["decode"])
+
+
+def round_prompts(widths: tuple[int, ...]) -> int:
+    """Prompts a round gives every width (the least common multiple of the widths): each
+    width runs the same prompts in batches of its size, so acceptance, which follows the
+    prompts, is the same at one sequence as at the ceiling and only batching differs."""
+    return math.lcm(*widths)
 
 
 def by_position(carried: list[int], kept: list[int], upto: int = 4) -> str:
@@ -127,11 +140,16 @@ def run(
     }
     for engine in engines.values():
         engine.warmup(48 + new_tokens)
-    sets = {}
     any_engine = next(iter(engines.values()))
-    pool = heldout_prompts(any_engine, max(widths) * (rounds + 1), 48)
-    for width in widths:
-        sets[width] = [pool[i * width : (i + 1) * width] for i in range(rounds + 1)]
+    n = round_prompts(widths)
+    pool = heldout_prompts(any_engine, n * (rounds + 1), 48)
+    if len(pool) < n * (rounds + 1):
+        raise ArmError(
+            f"{any_engine.checkpoint_dir / 'heldout.jsonl'} has {len(pool)} prompts of at least 48 tokens; "
+            f"{rounds + 1} rounds (one to warm up) of {n} need {n * (rounds + 1)}"
+        )
+    rounds_of = [pool[i * n : (i + 1) * n] for i in range(rounds + 1)]
+    sets = {w: [[p[j : j + w] for j in range(0, n, w)] for p in rounds_of] for w in widths}
     results = {(a, w): [] for a in arms for w in widths}
     for r in range(rounds + 1):  # round 0 warms up (compilation, the policy's first costs); dropped
         for w in widths:
@@ -142,7 +160,8 @@ def run(
     print(machine_line())
     print(
         f"checkpoint: {any_engine.checkpoint_dir}, {rounds} interleaved rounds (fastest of {repeats} runs "
-        f"each), {new_tokens} new tokens, held-out prompts of 48 tokens; arms' k: "
+        f"each), {new_tokens} new tokens, {n} held-out prompts of 48 tokens a round at every width "
+        f"(in batches of the width); arms' k: "
         + ", ".join(f"{a} {knobs[a].get('draft_tokens', 0)}" for a in arms)
     )
     print(
