@@ -67,7 +67,8 @@ def measure(engine: Engine, batches: list[list[list[int]]], new_tokens: int) -> 
     passes, reqs = [], []
     for batch in batches:
         _, p, r = engine.collect(batch, new_tokens)
-        passes, reqs = passes + p, reqs + r
+        passes.extend(p)
+        reqs.extend(r)
     per_seq = [(r.output_tokens - 1) / ((r.done_ns - r.first_token_ns) / 1e9) for r in reqs]
     drafted = sum(p.drafted for p in passes)
     hist = [0] * 17  # drafting row-passes by drafts kept

@@ -105,11 +105,10 @@ def columns(policy: Policy, w, pre, d, rows, drafting) -> list:
     return [one, w, d, pre, mtp, ix * one, ix * w, blk * drafting, blk * (d + rows)]
 
 
-def design(policy: Policy, width, prefill_tokens, drafted, drafting_rows=None) -> np.ndarray:
+def design(policy: Policy, width, prefill_tokens, drafted, drafting_rows) -> np.ndarray:
     """One row per pass, one column per term in TERMS (durations in ns); drafting_rows:
-    the rows that carried drafts (None: each carried one, k = 1)."""
-    w, pre, d = (np.asarray(v, dtype=float) for v in (width, prefill_tokens, drafted))
-    rows = d if drafting_rows is None else np.asarray(drafting_rows, dtype=float)
+    the rows that carried drafts (at k = 1, the drafts)."""
+    w, pre, d, rows = (np.asarray(v, dtype=float) for v in (width, prefill_tokens, drafted, drafting_rows))
     return np.column_stack(columns(policy, w, pre, d, rows, (d > 0).astype(float)))
 
 
@@ -135,13 +134,9 @@ class Stats:
     totals: np.ndarray  # (N, 4): drafted, accepted, prefill in decode intervals, other-row passes
 
 
-def _drafting_rows(r) -> np.ndarray:
-    return r.drafted if r.drafting_rows is None else r.drafting_rows
-
-
 def _design_of(policy: Policy, r, passes) -> np.ndarray:
     return design(
-        policy, r.width[passes], r.prefill_tokens[passes], r.drafted[passes], _drafting_rows(r)[passes]
+        policy, r.width[passes], r.prefill_tokens[passes], r.drafted[passes], r.drafting_rows[passes]
     )
 
 
@@ -160,7 +155,7 @@ def run_stats(runs, policies: dict, loads: dict) -> Stats:
             w = np.clip(r.width[part].astype(int), 0, MAX_WIDTH)
             rows.append(np.bincount(w, weights=(r.decode_tokens - r.drafted)[part], minlength=MAX_WIDTH + 1))
             drafted.append(np.bincount(w, weights=r.drafted[part], minlength=MAX_WIDTH + 1))
-            drafting.append(np.bincount(w, weights=_drafting_rows(r)[part], minlength=MAX_WIDTH + 1))
+            drafting.append(np.bincount(w, weights=r.drafting_rows[part], minlength=MAX_WIDTH + 1))
             pre = load.prefill_tokens if others and b == 0 else 0.0
             totals.append([r.drafted[part].sum(), r.accepted[part].sum(), pre, others if b == 0 else 0.0])
     n = len(TERMS)
@@ -253,13 +248,14 @@ class Fit:
         lo, hi = np.nanpercentile(draws, [tail, 100 - tail])
         return v, min(float(lo), v), max(float(hi), v)
 
-    def pass_ns(self, policy: Policy, share: np.ndarray, prefill: np.ndarray, rows_share=None) -> np.ndarray:
+    def pass_ns(
+        self, policy: Policy, share: np.ndarray, prefill: np.ndarray, carrying: np.ndarray
+    ) -> np.ndarray:
         """(draws + 1, W): the predicted time of a pass at widths 0 .. W - 1 under the
         features of `policy`, `share` (draws + 1, W) drafts a row in it (at k = 1 the
-        share of rows drafting), `rows_share` the share of rows carrying them (None:
-        `share`, k = 1) and `prefill` (draws + 1, W) prompt tokens in it."""
+        share of rows drafting), `carrying` (draws + 1, W) the share of rows carrying them
+        (at k = 1, `share`) and `prefill` (draws + 1, W) prompt tokens in it."""
         w = np.broadcast_to(np.arange(share.shape[1], dtype=float)[None, :], share.shape)
-        carrying = share if rows_share is None else rows_share  # as before k: drafting passes' share
         x = columns(policy, w, prefill, w * share, w * carrying, np.minimum(carrying, 1.0))
         return sum(self.coef[:, [j]] * col for j, col in enumerate(x))
 

@@ -31,7 +31,7 @@ class RunPasses(NamedTuple):
     accepted: np.ndarray
     emitted: np.ndarray
     duration_ns: np.ndarray
-    drafting_rows: np.ndarray | None = None  # rows that carried drafts (None: drafted, k = 1)
+    drafting_rows: np.ndarray  # rows that carried drafts (at k = 1, the drafts; PASS_ROWS_SQL)
 
 
 class DecodeLoad(NamedTuple):

@@ -36,8 +36,7 @@ def main_train_drafter(args: argparse.Namespace) -> int:
     if args.drafter != "block" or args.model not in ("tiny", "deep"):
         print("train: --drafter block needs --model tiny or --model deep", file=sys.stderr)
         return 2
-    for flag in ("steps", "sequences"):
-        value = getattr(args, flag, None)
+    for flag, value in (("steps", args.steps), ("sequences", args.sequences)):
         if value is not None and value < 1:
             print(f"train: --{flag} must be >= 1, got {value}", file=sys.stderr)
             return 2
@@ -81,7 +80,7 @@ def train(checkpoint: Path, args: argparse.Namespace, verb: str) -> None:
     if args.batch:
         cfg.batch = args.batch
     spec = drafter_data.ContinuationSpec(seed=args.seed)
-    if getattr(args, "sequences", None):
+    if args.sequences:
         spec = replace(spec, sequences=args.sequences)
     dcfg = DrafterConfig(
         hidden_size=target_args.hidden_size,
