@@ -160,9 +160,11 @@ def build_fixture(
     run_noise: float = 0.01,
     request_noise: float = 0.0,
     code_version: str = "abc1234",
+    knobs: dict[str, dict] | None = None,
 ) -> Fixture:
     """Write every (chip, arm, concurrency, round) cell; `skip` leaves (chip name, arm,
-    concurrency) cells out entirely, `fail` records them as failed runs."""
+    concurrency) cells out entirely, `fail` records them as failed runs; `knobs`: arm ->
+    its knobs (default: each arm's own draft policy, so no two arms are identical)."""
     rng = random.Random(seed)
     fx = Fixture(Path(path), experiment)
     with Store.open(path) as st:
@@ -198,7 +200,7 @@ def build_fixture(
                             chip_id=chip_id,
                             model_sha256=MODEL,
                             code_version=code_version,
-                            knobs={"draft_policy": arm},
+                            knobs=(knobs or {}).get(arm, {"draft_policy": arm}),
                             started_at=day.replace(hour=8, minute=r),
                         )
                         st.append_requests(run, reqs)

@@ -8,8 +8,9 @@ The rules, each verdict naming the one that decided it:
 - A directional claim (a change such as "+25%" or "-27%" from gain() or traffic_gain(), a
   ratio such as "1.3x" other than "1.0x") also needs its interval to exclude no change
   (0 for a change, 1 for a ratio): otherwise "the interval includes no change".
-- On a metric whose A/A coverage on the chip is below 80% (`aa.py`), a direction needs
-  the interval to clear the largest A/A change too (`Measured.margin`).
+- Where the experiment has an A/A pair (`aa.py`), a direction also needs its interval to
+  lie further from no change than any interval between the identical arms did on that
+  chip and metric (`Measured.margin`, a log ratio, so a claim and its reverse meet one bar).
 - "level" (also "±0%") on a gain or ratio says "no difference": it holds only when the
   interval includes no change.
 - A figure with no interval (measured in one round: "1 round: no interval") can hold by
@@ -41,7 +42,7 @@ class Measured:
     what: str  # human description, e.g. "decode_tps on vs off at concurrency 1 on M1"
     decimals: int = 1
     unit: str = ""
-    margin: float = 0.0  # how far past no change a direction's interval must lie (the A/A's)
+    margin: float = 0.0  # how far past no change a direction's interval must lie (the A/A's; log ratio)
     span: tuple[float, float] | None = None  # the range an open (infinite) bound lies beyond
     bound: str = ""  # no value, but what the data does say (e.g. "at least 8 req/s")
 
@@ -80,18 +81,27 @@ class Measured:
         return self.lo <= point <= self.hi
 
     def clears_margin(self) -> bool:
-        """Whether the interval lies wholly beyond no change +- margin (a ratio's margin is
-        relative: 1 +- margin)."""
+        """Whether the interval lies wholly beyond the margin on the log-ratio scale. Lying
+        exactly at it (an A/A cell judged against its own margin, or its reverse, up to
+        rounding) is not beyond it."""
         point = self.no_change()
         if point is None or self.lo is None or self.hi is None:
             return False
-        return self.lo > point + self.margin or self.hi < point - self.margin
+        lo, hi = _log_ratio(self.lo + 1 - point), _log_ratio(self.hi + 1 - point)
+        return lo > self.margin + _AT_MARGIN or hi < -self.margin - _AT_MARGIN
 
     def __str__(self) -> str:
         return self.text()
 
     def __html__(self) -> str:
         return str(escape(self.text()))
+
+
+_AT_MARGIN = 1e-9  # log-ratio rounding between an interval and its reverse
+
+
+def _log_ratio(ratio: float) -> float:
+    return math.log(ratio) if ratio > 0 else -math.inf
 
 
 class ClaimSyntaxError(ValueError):
@@ -206,8 +216,9 @@ def judge(
     if measured.margin and not measured.clears_margin():
         return verdict(
             False,
-            f"{reason}, but the interval does not clear the A/A margin \u00b1{measured.margin:.1%} "
-            "(this metric's A/A coverage on this chip is below 80%)",
+            f"{reason}, but the interval does not clear the A/A margin "
+            f"\u00b1{math.expm1(measured.margin):.1%} (identical arms' intervals reached that far "
+            "from no change on this chip)",
         )
     return verdict(True, f"{reason}; the interval excludes no change")
 

@@ -47,7 +47,8 @@ def add_audit_arguments(p: argparse.ArgumentParser) -> None:
         "--aa",
         metavar="EXPERIMENT",
         default=None,
-        help="instead: the A/A check of EXPERIMENT (made by runner run NAME --aa ARM): "
+        help="instead: the A/A check of EXPERIMENT (made by runner run NAME --aa ARM, or declaring two "
+        "identical arms): "
         "the share of cells whose interval includes no change",
     )
     p.add_argument(

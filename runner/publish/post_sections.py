@@ -55,7 +55,7 @@ def provenance(post, datas: dict[str, PostData], links: list[tuple[str, str]]) -
             load=post.reader.load_by_chip(e, q),
             labels=datas[e].chip_names,
             aa=datas[e].aa_coverage(),
-            aa_arm=datas[e].aa_arm,
+            aa_pair=datas[e].aa_pair,
             machines=machines.provenance_lines(post.reader, e, q, datas[e].chip_names),
             downloads=[(n, h) for n, h in mine if not n.endswith(".sql")],
             sqls=[(n, h) for n, h in mine if n.endswith(".sql")],

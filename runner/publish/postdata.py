@@ -80,10 +80,12 @@ class PostData:
         self.busy = self.reader.busy_cells(experiment, quick)
         self.short = self.reader.short_cells(experiment, quick)  # (chip, arm, c) -> ShortCount
         self.allow_short = allow_short
-        self.aa_arm = aa.copied_arm(self.reader, experiment, quick)  # its copy is the provenance's
-        copy = None if self.aa_arm is None else self.aa_arm + aa.COPY_SUFFIX
-        # The A/A copy is no arm of the post: its cells feed the provenance's coverage line
-        # only, so a chip measured before `aa = true` has no gap for it.
+        self.aa_pair = aa.aa_pair(self.reader, experiment, quick)  # (arm, copy): the provenance's
+        copied = aa.copied_arm(self.reader, experiment, quick)
+        copy = None if copied is None else copied + aa.COPY_SUFFIX
+        # An `-aa` copy is no arm of the post: its cells feed the provenance's coverage line
+        # only, so a chip measured before `aa = true` has no gap for it. Two declared arms
+        # that happen to be identical stay arms.
         self.regimes: Regimes = check_regimes(
             [cell for cell in self.reader.layout(experiment, quick) if cell.arm != copy],
             self.now.measured,
@@ -176,14 +178,14 @@ class PostData:
         return m
 
     def aa_margin(self, metric: str, chips: set) -> float:
-        """The largest A/A margin of the metric on these chips (0 without an A/A arm)."""
+        """The largest A/A margin of the metric on these chips (0 without an A/A pair)."""
         cov = self.aa_coverage()
         return max((c.margin for chip in chips for c in cov.get(chip, []) if c.metric == metric), default=0.0)
 
     def aa_coverage(self) -> dict:
         """chip_id -> [aa.Coverage] of every metric ({} without an A/A arm)."""
         if self._aa is None:
-            self._aa = aa.coverage(self.reader, self.experiment, self.quick) if self.aa_arm else {}
+            self._aa = aa.coverage(self.reader, self.experiment, self.quick) if self.aa_pair else {}
         return self._aa
 
     def missing_reason(self, metric: str, *arms: str) -> str | None:

@@ -45,6 +45,7 @@ from runner.publish.sql import (
 )
 from runner.publish.sql_provenance import (
     ARM_RUNTIMES_SQL,
+    ARM_SETUPS_SQL,
     BUSY,
     BUSY_CELLS_SQL,
     CHIPS_SQL,
@@ -282,6 +283,14 @@ class Reader(ViewQueries, PassQueries, SweepQueries):
         """arm -> (its runtime, whether its runs have per-pass rows)."""
         p = {"experiment": experiment, "quick": quick, "as_of": None}
         return {a: ArmRuntime(rt, bool(has)) for a, rt, has in self._rows(ARM_RUNTIMES_SQL, p)}
+
+    def arm_setups(self, experiment: str, quick: bool) -> dict[str, frozenset[tuple[str, str]]]:
+        """arm -> the (runtime, knobs JSON) pairs its chosen runs were measured with."""
+        p = {"experiment": experiment, "quick": quick, "as_of": None}
+        out: dict[str, set] = {}
+        for arm, runtime, knobs in self._rows(ARM_SETUPS_SQL, p):
+            out.setdefault(arm, set()).add((runtime, knobs))
+        return {a: frozenset(s) for a, s in out.items()}
 
     def remeasured(self, experiment: str, quick: bool, since: datetime) -> list[LaterRun]:
         """Complete runs started at or after `since`."""

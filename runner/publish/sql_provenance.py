@@ -104,6 +104,16 @@ SELECT c.arm,
 FROM chosen c GROUP BY c.arm ORDER BY c.arm"""
 )
 
+# Each arm's runtime and full knobs over its chosen runs: two arms measured with one and
+# the same setup are an A/A pair (aa.py), whatever their names.
+ARM_SETUPS_SQL = (
+    "WITH "
+    + CHOSEN_RUNS
+    + """
+SELECT c.arm, coalesce(c.runtime, 'bothrows') AS runtime, c.knobs
+FROM chosen c GROUP BY ALL ORDER BY c.arm, runtime, c.knobs"""
+)
+
 # A later run as a dated note reads it (REMEASURED_SQL here, sql_views.UNSEEN_SQL).
 LATER_RUN_COLUMNS = (
     """
