@@ -61,7 +61,7 @@ def data_state(db: Path, exp) -> DataState:
     """What the database holds for the experiment `exp` (an Experiment)."""
     if not db.is_file():
         return DataState((), 0, None)
-    from runner.experiments.execute import plan_cells
+    from runner.experiments.cell_plan import plan_cells
     from runner.publish.queries import QueryError, Reader
 
     planned = {c.key for c in plan_cells(exp)}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+from runner.experiments.cell_plan import plan_cells
 from runner.experiments.declaration import load
-from runner.experiments.execute import plan_cells
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "reports" / "experiments" / "example.toml"
 

@@ -14,9 +14,10 @@ import duckdb
 import pytest
 
 from runner.cli import main as cli
+from runner.experiments.cell_plan import plan_cells
 from runner.experiments.declaration import Workload, load
 from runner.experiments.estimate import cell_seconds, estimate_seconds
-from runner.experiments.execute import needs_more, plan_cells
+from runner.experiments.execute import needs_more
 from runner.experiments.progress import CellLabel, CellTarget, Progress
 from runner.train.random_init import write_random_checkpoint
 

@@ -97,7 +97,7 @@ def cell_seconds(exp: Experiment, concurrency: int, layers: int | None = None) -
 
 
 def estimate_seconds(exp: Experiment, cells: Iterable[_Cell]) -> float:
-    """Rough wall time of running `cells` (e.g. execute.plan_cells(exp)): every cell's
+    """Rough wall time of running `cells` (e.g. cell_plan.plan_cells(exp)): every cell's
     timed duration plus one engine load and warm-up per arm that has a cell."""
     cells = list(cells)
     layers = _layers(exp)

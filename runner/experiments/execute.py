@@ -1,6 +1,6 @@
 """Running an experiment's cells on each arm's runtime and handing their raw rows to the store.
 
-- Cells: arm x concurrency x round (`plan_cells`, one `CellRecord` each), ordered round ->
+- Cells: arm x concurrency x round (`cell_plan.plan_cells`, one `CellRecord` each), ordered round ->
   concurrency -> arm so that the arms interleave and machine drift hits them alike, in
   counterbalanced order (A B, then B A).
 - Closed loop (`arrivals = "closed"`, the default): a cell at concurrency c is c clients,
@@ -34,7 +34,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,53 +49,12 @@ from runner.store.store import Store, StoreError
 from . import chip, load, memory, probe
 from .arrivals import describe, min_requests
 from .cell import CellRows, needs_more, output_sha256, request_seed  # noqa: F401  (the API)
+from .cell_plan import at_rate, done_cells, plan_cells
 from .declaration import Experiment
 from .estimate import cell_seconds, estimate_seconds  # noqa: F401  (estimate_seconds: the API)
 from .openloop import run_open_cell
 from .progress import CellLabel, CellTarget, Progress
 from .workload import PromptStream
-
-
-def plan_cells(exp: Experiment) -> list[CellRecord]:
-    """Every cell of the declaration (one `CellRecord` each), round -> concurrency -> rate
-    (a sweep's, in declared order) -> arm, the arms rotated by one at each step of round,
-    concurrency and rate (A B, then B A): an arm's place in the pair is not always the
-    same, so a position effect becomes spread the intervals carry, not a bias."""
-    arms, rates, cells = list(exp.arms), exp.workload.rates or (None,), []
-    for r in range(exp.rounds):
-        for i, c in enumerate(sorted(exp.concurrency)):
-            for j, rate in enumerate(rates):
-                turn = (r + i + j) % len(arms)
-                cells += [
-                    CellRecord(
-                        experiment=exp.name,
-                        declaration_sha256=exp.sha256,
-                        arm=arm,
-                        concurrency=c,
-                        round=r,
-                        seed=exp.seed,
-                        quick=exp.quick,
-                        runtime=exp.runtime(arm),
-                        slo_ttft_ms=exp.workload.slo_ttft_ms,
-                        slo_tpot_ms=exp.workload.slo_tpot_ms,
-                        rate=rate,
-                    )
-                    for arm in arms[turn:] + arms[:turn]
-                ]
-    return cells
-
-
-def at_rate(exp: Experiment, rate: float | None) -> Experiment:
-    """The experiment as one cell of a rate sweep runs it: its workload at that rate."""
-    if rate is None:
-        return exp
-    return dataclasses.replace(exp, workload=dataclasses.replace(exp.workload, rate=rate, rates=()))
-
-
-def done_cells(st: Store, exp: Experiment, chip_id: str) -> set[tuple]:
-    """Keys (CellRecord.key) of the cells complete in the database for this declaration and chip."""
-    args = dict(experiment=exp.name, declaration_sha256=exp.sha256, chip_id=chip_id, quick=exp.quick)
-    return st.complete_sweep_cells(**args) if exp.workload.rates else st.complete_cells(**args)
 
 
 def run_cell(

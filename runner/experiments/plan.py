@@ -14,7 +14,7 @@ from pathlib import Path
 from runner.store.cell import CellRecord
 from runner.store.store import Store, chip_id_of
 
-from . import chip, execute
+from . import cell_plan, chip, execute
 from .declaration import Experiment
 
 # Used when execute.py has no estimate_seconds: a cell of a small workload takes a few
@@ -39,11 +39,11 @@ def estimate(exp: Experiment, cells: list[CellRecord]) -> tuple[float, str]:
 def plan(exp: Experiment, db: Path, remeasure: bool) -> dict:
     fingerprint = chip.fingerprint()
     chip_id = chip_id_of(fingerprint)
-    cells = execute.plan_cells(exp)
+    cells = cell_plan.plan_cells(exp)
     done: set = set()
     if not remeasure and Path(db).exists():
         with Store.open(db) as st:
-            done = execute.done_cells(st, exp, chip_id)
+            done = cell_plan.done_cells(st, exp, chip_id)
     todo = [c for c in cells if c.key not in done]
     seconds, basis = estimate(exp, todo)
     return {

@@ -19,11 +19,11 @@ import numpy as np
 import pyarrow as pa
 
 from runner.publish.metrics import METRICS
+from runner.publish.queries_arms import ArmQueries
 from runner.publish.queries_passes import PassQueries
 from runner.publish.queries_sweeps import SweepQueries
 from runner.publish.queries_views import ViewQueries, judged
 from runner.publish.rows import (
-    ArmRuntime,
     CellKey,
     CellRound,
     ChipKey,
@@ -44,8 +44,6 @@ from runner.publish.sql import (
     TIMELINE_SQL,
 )
 from runner.publish.sql_provenance import (
-    ARM_RUNTIMES_SQL,
-    ARM_SETUPS_SQL,
     BUSY,
     BUSY_CELLS_SQL,
     CHIPS_SQL,
@@ -87,7 +85,7 @@ class Chip:
     blas: str
 
 
-class Reader(ViewQueries, PassQueries, SweepQueries):
+class Reader(ViewQueries, PassQueries, SweepQueries, ArmQueries):
     """A read-only connection to one bothrows database."""
 
     def __init__(self, path: str | Path):
@@ -278,19 +276,6 @@ class Reader(ViewQueries, PassQueries, SweepQueries):
     def busy_cells(self, experiment: str, quick: bool) -> set[CellKey]:
         p = {"experiment": experiment, "quick": quick, "as_of": None, **BUSY}
         return {CellKey(c, a, int(k)) for c, a, k in self._rows(BUSY_CELLS_SQL, p)}
-
-    def arm_runtimes(self, experiment: str, quick: bool) -> dict[str, ArmRuntime]:
-        """arm -> (its runtime, whether its runs have per-pass rows)."""
-        p = {"experiment": experiment, "quick": quick, "as_of": None}
-        return {a: ArmRuntime(rt, bool(has)) for a, rt, has in self._rows(ARM_RUNTIMES_SQL, p)}
-
-    def arm_setups(self, experiment: str, quick: bool) -> dict[str, frozenset[tuple[str, str]]]:
-        """arm -> the (runtime, knobs JSON) pairs its chosen runs were measured with."""
-        p = {"experiment": experiment, "quick": quick, "as_of": None}
-        out: dict[str, set] = {}
-        for arm, runtime, knobs in self._rows(ARM_SETUPS_SQL, p):
-            out.setdefault(arm, set()).add((runtime, knobs))
-        return {a: frozenset(s) for a, s in out.items()}
 
     def remeasured(self, experiment: str, quick: bool, since: datetime) -> list[LaterRun]:
         """Complete runs started at or after `since`."""

@@ -4,7 +4,7 @@
   offered rate in a rate sweep) and what
   its run row holds about it from the declaration (experiment, declaration hash, seed,
   quick, runtime, SLO).
-- The planner (`experiments.execute.plan_cells`) builds one per cell, the executor passes
+- The planner (`experiments.cell_plan.plan_cells`) builds one per cell, the executor passes
   it on, and `Store.begin_run` writes it: a new cell dimension is one field here (and its
   column in the store).
 - What the measuring machine adds (chip, model hash, code version, the runtime's
