@@ -11,7 +11,12 @@ calls for every page). Run with -s to see the table.
   of them fall below it more than 2.5% of the time): those cases have no interval
   ("none"), as a figure of one round has none. The t interval over rounds alone covered
   67% to 90% there. "p99 E[run]" (printed, not asserted) is the same interval's coverage
-  of the expected run p99 instead, the figure's own expectation at that request count."""
+  of the expected run p99 instead, the figure's own expectation at that request count.
+- "dir, A/A" (printed) is the zero mean gain's directional pass rate under the claims' A/A
+  rule (without an A/A it is 100% less "zero mean"): each experiment also measures an A/A
+  pair at four concurrencies, and a direction must clear the furthest any of their
+  intervals lay from no change (`aa.py`). On the pair itself no direction passes, by
+  construction; on other arms the rule removes little while the pair covers."""
 
 from __future__ import annotations
 
@@ -19,7 +24,8 @@ import numpy as np
 import pytest
 from coverage_sim import figures, request_times, true_levels, true_quantile
 
-from runner.publish import intervals
+from runner.publish import aa, intervals
+from runner.publish.claims import Measured
 
 EXPERIMENTS = 1000
 GAIN = 0.10
@@ -29,6 +35,7 @@ KINDS += ("zero mean", "zero p99", "zero total")
 LOW, HIGH = 0.93, 0.985
 DIRECTION_AT_ZERO = 0.05 + 2 * (0.05 * 0.95 / EXPERIMENTS) ** 0.5
 QUANTILES = {"p50": 0.5, "p99": 0.99}
+AA_CELLS = 4  # the A/A pair's concurrencies, each its own rounds
 
 
 def _covers(lo: np.ndarray, hi: np.ndarray, truth: float) -> np.ndarray:
@@ -40,17 +47,33 @@ def _share(lo: np.ndarray, hi: np.ndarray, truth: float) -> float | None:
     return None if np.isnan(lo).all() else float(_covers(lo, hi, truth).mean())
 
 
-def coverage(rounds: int, requests: int) -> tuple[dict[str, float | None], float, float | None]:
+def aa_directional(rng: np.random.Generator, rounds: int, requests: int, lo, hi) -> float:
+    """The share of zero-gain intervals [lo, hi] (of mean tok/s) that would pass as a
+    direction beside an A/A pair measured at AA_CELLS concurrencies: the real margin
+    (`aa.Cell.overshoot`) and the real rule (`Measured.clears_margin`)."""
+    cells = []
+    for _ in range(AA_CELLS):
+        a1, a2 = (figures(t) for t in request_times(rng, (EXPERIMENTS, rounds, requests), 0.0))
+        cells.append(intervals.ratio_bounds(a2.mean_tps, a1.mean_tps))
+    passed = 0
+    for e in range(EXPERIMENTS):
+        margin = max(aa.Cell(0, "", 0, "", 0.0, l[e] - 1, h[e] - 1).overshoot for l, h in cells)
+        claim = Measured(0.0, lo[e], hi[e], rounds, "ratio", "", margin=margin)
+        passed += not claim.includes_no_change() and (not margin or claim.clears_margin())
+    return passed / EXPERIMENTS
+
+
+def coverage(rounds: int, requests: int) -> tuple[dict[str, float | None], float, float, float | None]:
     """{kind: share of experiments whose interval holds the truth (None: no interval at
-    this many rounds or requests)}, the share of zero gains that pass as a direction, and
-    the p99 interval's coverage of the expected run p99."""
+    this many rounds or requests)}, the share of zero gains that pass as a direction,
+    alone and beside an A/A pair, and the p99 interval's coverage of the expected run p99."""
     rng = np.random.default_rng(1000 * rounds + requests)
     truth = true_levels(7, requests)
     times_a, times_b = request_times(rng, (EXPERIMENTS, rounds, requests), GAIN)
     a, b = figures(times_a), figures(times_b)
     a0, b0 = (figures(t) for t in request_times(rng, (EXPERIMENTS, rounds, requests), 0.0))
     if rounds < intervals.MIN_ROUNDS:
-        return dict.fromkeys(KINDS), 0.0, None
+        return dict.fromkeys(KINDS), 0.0, 0.0, None
     out = {}
     out["mean"] = _covers(*intervals.level_bounds(a.mean_tps), truth.mean_tps).mean()
     pooled = times_a.reshape(EXPERIMENTS, rounds * requests)
@@ -73,7 +96,8 @@ def coverage(rounds: int, requests: int) -> tuple[dict[str, float | None], float
     ]
     out["zero mean"], out["zero p99"], out["zero total"] = (_covers(lo, hi, 1.0).mean() for lo, hi in zero)
     directional = max((~_covers(lo, hi, 1.0)).mean() for lo, hi in zero)
-    return out, directional, _share(*bounds["p99"], truth.p99_ms)
+    beside_aa = aa_directional(rng, rounds, requests, *zero[0])
+    return out, directional, beside_aa, _share(*bounds["p99"], truth.p99_ms)
 
 
 @pytest.fixture(scope="module")
@@ -83,12 +107,17 @@ def table():
     print(
         f"{'rounds x requests':<18}"
         + "".join(f"{k:>11}" for k in KINDS)
-        + f"{'dir @ 0':>9}{'p99 E[run]':>12}"
+        + f"{'dir @ 0':>9}{'dir, A/A':>10}{'p99 E[run]':>12}"
     )
-    for (r, n), (cov, d, p99_run) in rows.items():
+    for (r, n), (cov, d, d_aa, p99_run) in rows.items():
         cells = "".join(f"{'none':>11}" if v is None else f"{v:>11.1%}" for v in (*cov.values(), p99_run))
-        print(f"{r} x {n:<14}" + cells[: 11 * len(KINDS)] + f"{d:>9.1%}" + cells[11 * len(KINDS) :].rjust(12))
-    return {case: (cov, d) for case, (cov, d, _) in rows.items()}
+        print(
+            f"{r} x {n:<14}"
+            + cells[: 11 * len(KINDS)]
+            + f"{d:>9.1%}{d_aa:>10.1%}"
+            + cells[11 * len(KINDS) :].rjust(12)
+        )
+    return {case: (cov, d) for case, (cov, d, _, _) in rows.items()}
 
 
 @pytest.mark.parametrize("rounds", [3, 5])
