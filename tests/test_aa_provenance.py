@@ -54,7 +54,7 @@ def test_a_metric_whose_aa_misses_needs_a_direction_past_the_aa_margin(tmp_path)
         r"decode_tps 0 of 2 cells include no change \(a direction must clear \u00b1(\d+\.\d)%", html
     )
     assert margin and 13.0 < float(margin.group(1)) < 15.0, margin
-    assert "more metrics (below)" in html  # the line names the four widest, the fold every one
+    assert "more (below)" in html  # the line names the three widest, the fold every one
     (v,) = post.verdicts
     assert not v.ok and f"does not clear the A/A margin \u00b1{margin.group(1)}%" in v.reason, v.reason
 

@@ -21,7 +21,7 @@ TRUE_NS = {
     "prefill_token": 0.05e6,
     "mtp_row": 0.2e6,
     "indexed_pass": 2.0e6,
-    "indexed_row": 0.4e6,
+    "indexed_token": 0.4e6,
     "block_pass": 3.0e6,
     "block_token": 0.3e6,
 }
@@ -96,7 +96,7 @@ def true_decode(arm: str, width: int, share: float) -> float:
     carrying, drafts = width * share, width * share * k
     mtp = width + drafts - carrying if p.mtp_layer else 0
     ns = t["pass"] + t["row"] * width + t["draft_token"] * drafts + t["mtp_row"] * mtp
-    ns += (t["indexed_pass"] + t["indexed_row"] * width) * p.indexed
+    ns += (t["indexed_pass"] + t["indexed_token"] * (width + drafts)) * p.indexed
     ns += (t["block_pass"] * min(carrying, 1.0) + t["block_token"] * (drafts + carrying)) * p.block
     return (1 + share * k * ACCEPT) * 1e9 / ns
 

@@ -10,10 +10,13 @@ predicts for each arm at any width.
   a row verifies: one more query token; at k = 1 a drafting row), `prefill_token`
   (prompt tokens a mixed pass computes), `mtp_row` (row-steps of the MTP layer: every row
   each pass under eager sync, every row of a drafting pass under lazy, plus k - 1 chained
-  steps a row drafting k), `indexed_pass` and `indexed_row` (the indexer, index_topk > 0: its fixed
-  and per-row cost), `block_pass` and `block_token` (the block drafter's pass, in passes
-  that draft: its fixed cost, and its k + 1 block positions a drafting row). Only passes with decode rows
-  are fitted: a prefill-only pass costs tens of decode passes and would steer a
+  steps a row drafting k), `indexed_pass` and `indexed_token` (the indexer, index_topk > 0: its
+  fixed cost, and its cost per query token, a decode row's own plus its drafts: the indexer
+  scores each query token against the row's keys; counted per row, it priced a drafting
+  pass at width 1 below what the deep flagship measured), `block_pass` and `block_token`
+  (the block drafter's pass, in passes that draft: its fixed cost, and its k + 1 block
+  positions a drafting row). Only passes with decode rows are fitted: a prefill-only
+  pass costs tens of decode passes and would steer a
   least-squares fit that exists to predict decode. Checked on the residuals by width,
   kind and arm: a width-1 discount and a per-drafting-pass cost changed sign between
   chips, so neither is a term. A term that does not vary on its own is dropped.
@@ -46,7 +49,7 @@ TERMS = (
     "prefill_token",
     "mtp_row",
     "indexed_pass",
-    "indexed_row",
+    "indexed_token",
     "block_pass",
     "block_token",
 )
@@ -102,7 +105,7 @@ def columns(policy: Policy, w, pre, d, rows, drafting) -> list:
     if policy.mtp_layer:  # lazy: every row of a drafting pass; a row drafting k chains k - 1 more
         mtp = (w if policy.eager else w * drafting) + (d - rows)
     blk = float(policy.block)
-    return [one, w, d, pre, mtp, ix * one, ix * w, blk * drafting, blk * (d + rows)]
+    return [one, w, d, pre, mtp, ix * one, ix * (w + d), blk * drafting, blk * (d + rows)]
 
 
 def design(policy: Policy, width, prefill_tokens, drafted, drafting_rows) -> np.ndarray:
