@@ -84,7 +84,9 @@ class Cell:
         """How far the interval lies past no change, as a log ratio (0 when it covers)."""
         if self.covers:
             return 0.0
-        return math.log1p(self.lo) if self.lo > 0 else -math.log1p(self.hi)
+        if self.lo > 0:
+            return math.log1p(self.lo)
+        return -math.log1p(self.hi) if self.hi > -1 else math.inf  # down to nothing: no bound
 
 
 def copied_arm(reader: queries.Reader, experiment: str, quick: bool = False) -> str | None:
