@@ -111,11 +111,15 @@ def aa_pair(reader: queries.Reader, experiment: str, quick: bool = False) -> tup
     return None
 
 
-def coverage(reader: queries.Reader, experiment: str, quick: bool = False) -> dict[str, list[Coverage]]:
-    """chip_id -> each metric's A/A coverage on it ({} without an A/A pair)."""
-    if aa_pair(reader, experiment, quick) is None:
+def coverage(
+    reader: queries.Reader, experiment: str, quick: bool = False, pair: tuple[str, str] | None = None
+) -> dict[str, list[Coverage]]:
+    """chip_id -> each metric's A/A coverage on it ({} without an A/A pair); `pair`: the
+    experiment's `aa_pair`, when the caller has it."""
+    pair = pair or aa_pair(reader, experiment, quick)
+    if pair is None:
         return {}
-    _, cells = aa_cells(reader, experiment, quick)
+    _, cells = aa_cells(reader, experiment, quick, pair)
     out: dict[str, list[Coverage]] = {}
     for chip in sorted({c.chip for c in cells}):
         for metric in METRICS:
@@ -130,11 +134,11 @@ def coverage(reader: queries.Reader, experiment: str, quick: bool = False) -> di
 
 
 def aa_cells(
-    reader: queries.Reader, experiment: str, quick: bool = False
+    reader: queries.Reader, experiment: str, quick: bool = False, pair: tuple[str, str] | None = None
 ) -> tuple[tuple[str, str], list[Cell]]:
-    """The arm and its copy, and every (repetition, chip, concurrency, metric) cell with
-    an interval."""
-    pair = aa_pair(reader, experiment, quick)
+    """The arm and its copy (`pair`, else found), and every (repetition, chip,
+    concurrency, metric) cell with an interval."""
+    pair = pair or aa_pair(reader, experiment, quick)
     if pair is None:
         arms = sorted({cell.arm for cell in reader.layout(experiment, quick)})
         raise queries.QueryError(

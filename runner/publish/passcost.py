@@ -10,14 +10,12 @@ predicts for each arm at any width.
   a row verifies: one more query token; at k = 1 a drafting row), `prefill_token`
   (prompt tokens a mixed pass computes), `mtp_row` (row-steps of the MTP layer: every row
   each pass under eager sync, every row of a drafting pass under lazy, plus k - 1 chained
-  steps a row drafting k), `indexed_pass` and `indexed_token` (the indexer, index_topk > 0: its
-  fixed cost, and its cost per query token, a decode row's own plus its drafts: the indexer
-  scores each query token against the row's keys; counted per row, it priced a drafting
-  pass at width 1 below what the deep flagship measured), `block_pass` and `block_token`
-  (the block drafter's pass, in passes that draft: its fixed cost, and its k + 1 block
-  positions a drafting row). Only passes with decode rows are fitted: a prefill-only
-  pass costs tens of decode passes and would steer a
-  least-squares fit that exists to predict decode. Checked on the residuals by width,
+  steps a row drafting k), `indexed_pass` and `indexed_token` (the indexer, index_topk > 0:
+  its fixed cost, and per query token, a row's own plus its drafts, each scored against
+  the row's keys), `block_pass` and `block_token` (the block drafter's pass, in passes
+  that draft: its fixed cost, and its k + 1 block positions a drafting row). Only passes
+  with decode rows are fitted: a prefill-only pass costs tens of decode passes and would
+  steer a least-squares fit that exists to predict decode. Checked on the residuals by width,
   kind and arm: a width-1 discount and a per-drafting-pass cost changed sign between
   chips, so neither is a term. A term that does not vary on its own is dropped.
 - Fit quality: the median absolute percentage error of the fitted pass times.

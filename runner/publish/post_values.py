@@ -48,7 +48,9 @@ class PostValues:
     def aa_coverage(self) -> dict:
         """chip_id -> [aa.Coverage] of every metric ({} without an A/A arm)."""
         if self._aa is None:
-            self._aa = aa.coverage(self.reader, self.experiment, self.quick) if self.aa_pair else {}
+            self._aa = (
+                aa.coverage(self.reader, self.experiment, self.quick, self.aa_pair) if self.aa_pair else {}
+            )
         return self._aa
 
     def missing_reason(self, metric: str, *arms: str) -> str | None:

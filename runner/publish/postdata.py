@@ -70,8 +70,8 @@ class PostData(PostValues):
         self.short = self.reader.short_cells(experiment, quick)  # (chip, arm, c) -> ShortCount
         self.allow_short = allow_short
         self.aa_pair = aa.aa_pair(self.reader, experiment, quick)  # (arm, copy): the provenance's
-        copied = aa.copied_arm(self.reader, experiment, quick)
-        copy = None if copied is None else copied + aa.COPY_SUFFIX
+        base, copy = self.aa_pair or (None, None)
+        copy = copy if copy == f"{base}{aa.COPY_SUFFIX}" else None
         # An `-aa` copy is no arm of the post: its cells feed the provenance's coverage line
         # only, so a chip measured before `aa = true` has no gap for it. Two declared arms
         # that happen to be identical stay arms.
