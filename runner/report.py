@@ -62,7 +62,7 @@ def data_state(db: Path, exp) -> DataState:
     if not db.is_file():
         return DataState((), 0, None)
     from runner.experiments.cell_plan import plan_cells
-    from runner.publish.queries import QueryError, Reader
+    from runner.publish.sql.reader import QueryError, Reader
 
     planned = {c.key for c in plan_cells(exp)}
     try:
@@ -78,7 +78,7 @@ def data_state(db: Path, exp) -> DataState:
 def build(config_file: Path, site_dir: Path | None) -> int:
     """`runner build` (strict): the database is already loaded; build_site sets
     SOURCE_DATE_EPOCH from the data unless it is set."""
-    from runner.publish.commands import build_site
+    from runner.publish.site.commands import build_site
 
     return build_site(config_file, site_dir, strict=True)
 

@@ -29,7 +29,7 @@ def site_paths(config_file: Path) -> tuple[Path, Path]:
         raise ReportError(f"{config_file}: {e}") from None
     if cfg.plugins.get("bothrows") is None:
         raise ReportError(f"{config_file}: plugins: the `bothrows` plugin is not configured")
-    from runner.publish.plugin import database_of
+    from runner.publish.site.plugin import database_of
 
     return Path(cfg.docs_dir), database_of(cfg)
 
@@ -45,7 +45,7 @@ def named_experiments(docs_dir: Path) -> dict[str, list[tuple[Path, str]]]:
     """Experiment name -> (post, front matter field) naming it, over every page, sorted."""
     from mkdocs.utils.meta import get_data
 
-    from runner.publish.frontmatter import experiments_of, is_data_post
+    from runner.publish.site.frontmatter import experiments_of, is_data_post
 
     named: dict[str, list[tuple[Path, str]]] = {}
     problems = []

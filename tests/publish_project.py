@@ -17,7 +17,7 @@ from mkdocs.commands.build import build
 from mkdocs.config import load_config
 from mkdocs.exceptions import Abort
 
-from runner.publish.plugin import database_of
+from runner.publish.site.plugin import database_of
 from runner.store.measurements import sync_database
 
 POST = """\

@@ -9,7 +9,7 @@ import re
 
 from fixture_db import FixtureChip, build_fixture
 
-from runner.publish.post import render_post
+from runner.publish.site.post import render_post
 
 BODY = (
     '# T\n\n{{ regime_table(["decode_tps"]) }}\n'

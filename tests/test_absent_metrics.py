@@ -10,7 +10,7 @@ from fixture_db import DECLARATION, DEFAULT_CHIPS, EXPERIMENT, MODEL, _run_rows,
 from publish_project import build_site, dedent, write_project
 
 from runner.publish.metrics import PER_PASS
-from runner.publish.queries import Reader
+from runner.publish.sql.reader import Reader
 from runner.store.cell import CellRecord
 from runner.store.store import Store
 
@@ -56,7 +56,7 @@ def db(tmp_path_factory) -> Path:
 def test_per_pass_metrics_of_a_run_without_passes_are_null_not_zero(db):
     with Reader(db) as reader:
         values = reader.run_values(EXPERIMENT, False)
-        runtimes = reader.arm_runtimes(EXPERIMENT, False)
+        runtimes = reader.arms.arm_runtimes(EXPERIMENT, False)
     served = [v for (_, arm, _, _), v in values.items() if arm == "served"]
     assert len(served) == 6
     assert all(v[m] is None for v in served for m in PER_PASS)

@@ -27,7 +27,7 @@ from runner.cli import main as cli
 from runner.engine import Engine, PassEvent
 from runner.experiments.cell import CellRows
 from runner.publish.metrics import ACCEPTANCE_METRICS
-from runner.publish.queries import Reader
+from runner.publish.sql.reader import Reader
 from runner.store.cell import CellRecord
 from runner.store.measurements import load_folders, manifest, write_measurement
 from runner.store.store import Store

@@ -13,8 +13,8 @@ from collections import Counter
 import pytest
 
 from runner.engine import Engine
-from runner.engine.draft_cost import REFRESH_EVERY
-from runner.engine.draft_policy import DraftPolicy
+from runner.engine.drafting.draft_cost import REFRESH_EVERY
+from runner.engine.drafting.draft_policy import DraftPolicy
 
 # Pass cost by draft length, per width: drafting free alone (the longest wins), dearer as
 # rows are added, and never worth it at four rows (a pass carrying k costs 2 + k plain ones).

@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "runner"
 
-DUCKDB_IMPORTERS = {"runner.publish.queries", "runner.report"}  # report: catches duckdb.Error
+DUCKDB_IMPORTERS = {"runner.publish.sql.reader", "runner.report"}  # report: catches duckdb.Error
 
 
 def _name(path: Path) -> str:
@@ -148,3 +148,72 @@ def test_measuring_and_publishing_import_nothing_from_training():
 def test_only_the_store_and_the_query_layer_import_duckdb():
     importers = {n for n in MODULES if "duckdb" in _imports(n)[1]}
     assert {n for n in importers if not n.startswith("runner.store")} <= DUCKDB_IMPORTERS
+
+
+MAX_MODULES_A_FOLDER = 20
+# publish's floors, bottom up: a module may import its own floor and those below it only
+PUBLISH_FLOORS = ("runner.publish.metrics", "runner.publish.sql", "runner.publish.stats")
+PUBLISH_FLOORS += ("runner.publish.blocks", "runner.publish.site")
+
+
+def _floor(name: str) -> int | None:
+    for i, floor in enumerate(PUBLISH_FLOORS):
+        if name == floor or name.startswith(floor + "."):
+            return i
+    return None
+
+
+def test_no_folder_under_runner_holds_more_than_twenty_modules():
+    counts: dict[str, int] = {}
+    for path in MODULES.values():
+        folder = str(path.parent.relative_to(ROOT))
+        counts[folder] = counts.get(folder, 0) + 1
+    assert not {f: n for f, n in counts.items() if n > MAX_MODULES_A_FOLDER}
+
+
+def test_publish_floors_import_only_downward():
+    upward = {
+        n: sorted(m for m in GRAPH[n] if (_floor(m) or 0) > _floor(n))
+        for n in MODULES
+        if _floor(n) is not None
+    }
+    assert not {n: m for n, m in upward.items() if m}
+
+
+def test_the_floor_check_sees_an_upward_import():
+    assert _floor("runner.publish.sql.reader") < _floor("runner.publish.site.post")
+    assert _floor("runner.publish.stats.aa") == 2 and _floor("runner.publish.__init__") is None
+
+
+def _own_bases(name: str) -> dict[str, list[str]]:
+    """class -> the bases it names that are classes of runner (by name, defined anywhere)."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    return {
+        node.name: [
+            ast.unparse(b).rpartition(".")[2]
+            for b in node.bases
+            if ast.unparse(b).rpartition(".")[2] in OWN_CLASSES
+        ]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+    }
+
+
+OWN_CLASSES = {
+    node.name
+    for path in MODULES.values()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    if isinstance(node, ast.ClassDef)
+}
+
+
+def test_no_class_inherits_from_two_of_our_classes_or_a_publish_mixin():
+    bad = {}
+    for name in MODULES:
+        for cls, bases in _own_bases(name).items():
+            mixin = name.startswith("runner.publish") and any(
+                b.endswith(("Queries", "Values")) for b in bases
+            )
+            if len(bases) > 1 or mixin:
+                bad[f"{name}.{cls}"] = bases
+    assert not bad, f"composed from our own classes instead of holding them: {bad}"

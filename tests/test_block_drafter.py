@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from mlx.utils import tree_flatten
 
-from runner.engine.block_drafter import (
+from runner.engine.checkpoint import CheckpointError, load_model, read_args
+from runner.engine.drafting.block_drafter import (
     DRAFTER_DIR,
     WEIGHTS_FILE,
     BlockDrafter,
@@ -24,8 +25,7 @@ from runner.engine.block_drafter import (
     save_block_drafter,
     spread_layers,
 )
-from runner.engine.checkpoint import CheckpointError, load_model, read_args
-from runner.engine.drafter_context import ContextCache
+from runner.engine.drafting.drafter_context import ContextCache
 from runner.train import drafter_train as dt
 from runner.train.drafter_data import AnchorSampler
 from runner.train.drafter_eval import simulate_rounds

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from runner.engine import Engine, EngineConfig
 from runner.engine.checkpoint import BLOCK_DRAFTER_FILE
-from runner.engine.drafter import TargetOutputs
+from runner.engine.drafting.drafter import TargetOutputs
 from runner.engine.sequence import Sequence
 
 prompts_st = st.lists(st.lists(st.integers(1, 300), min_size=1, max_size=30), min_size=1, max_size=5)

@@ -16,14 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runner.engine import Engine
-from runner.engine.block_drafter import (
+from runner.engine.checkpoint import read_args
+from runner.engine.drafting.block_drafter import (
     BlockDrafter,
     DrafterConfig,
     drafter_dir,
     save_block_drafter,
     spread_layers,
 )
-from runner.engine.checkpoint import read_args
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from datetime import datetime
 import numpy as np
 from publish_project import build_site, write_project
 
-from runner.publish.capacity import capacity, crossing
+from runner.publish.stats.capacity import capacity, crossing
 from runner.store.cell import CellRecord
 from runner.store.store import Store
 

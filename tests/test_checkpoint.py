@@ -86,7 +86,7 @@ def test_a_block_drafting_runs_model_hash_covers_its_drafter_and_no_other_run_se
     """A retrained drafter is a different model for the runs that load it (runner run
     passes DRAFTER_FILES for block-drafting arms); without drafter files, or for a run
     that does not ask for them, the checkpoint's hash is unchanged."""
-    from runner.engine.block_drafter import DRAFTER_DIR, DRAFTER_FILES
+    from runner.engine.drafting.block_drafter import DRAFTER_DIR, DRAFTER_FILES
 
     a = write_random_checkpoint(tmp_path / "a", seed=1)
     plain = checkpoint_sha256(a)

@@ -10,7 +10,7 @@ from collections import deque
 import numpy as np
 
 from runner.engine.config import EngineConfig
-from runner.engine.draft_cost import (
+from runner.engine.drafting.draft_cost import (
     CLIP,
     EXPLORE_SHARE,
     GAP,
@@ -21,7 +21,7 @@ from runner.engine.draft_cost import (
     SETTLED,
     WidthModel,
 )
-from runner.engine.draft_policy import Branch, DraftPolicy, PositionAcceptance, draft_lengths
+from runner.engine.drafting.draft_policy import Branch, DraftPolicy, PositionAcceptance, draft_lengths
 
 
 def policy(name: str, k: int = 1) -> DraftPolicy:

@@ -16,7 +16,7 @@ from publish_project import build_site
 from test_publish_browser import CHROMIUM, _Quiet, chromium, console_messages, layout, tables_too_wide
 
 from runner.cli import main as cli
-from runner.publish.queries import Reader
+from runner.publish.sql.reader import Reader
 from runner.store.measurements import sync_database
 
 REPO = Path(__file__).resolve().parents[1]

@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 from coverage_sim import figures, request_times, true_levels, true_quantile
 
-from runner.publish import aa, intervals
-from runner.publish.claims import Measured
+from runner.publish.stats import aa, intervals
+from runner.publish.stats.claims import Measured
 
 EXPERIMENTS = 1000
 GAIN = 0.10

@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from runner.publish.claims import Measured, judge
-from runner.publish.passcost import TERMS, Fit, Policy, crossing, design, interval_of
-from runner.publish.passcost_arm import ArmFit
-from runner.publish.predict import bounded_crossing
-from runner.publish.queries_passes import DecodeLoad, RunPasses
+from runner.publish.sql.pass_queries import DecodeLoad, RunPasses
+from runner.publish.stats.claims import Measured, judge
+from runner.publish.stats.passcost import TERMS, Fit, Policy, crossing, design, interval_of
+from runner.publish.stats.passcost_arm import ArmFit
+from runner.publish.stats.predict import bounded_crossing
 
 TRUE_NS = {
     "pass": 6e6,

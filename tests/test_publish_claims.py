@@ -2,7 +2,7 @@
 
 import pytest
 
-from runner.publish.claims import ClaimSyntaxError, Measured, claim_link, judge, parse_stated
+from runner.publish.stats.claims import ClaimSyntaxError, Measured, claim_link, judge, parse_stated
 
 
 def change(value, lo=None, hi=None):
@@ -93,7 +93,7 @@ def test_claim_link_escapes_the_stated_text():
 def test_a_dropped_value_does_not_lend_its_cells_to_a_later_one():
     """Values are keyed by id while a post renders; one rendered and dropped must not free
     its id for a later value, which would then stand on its cells (or its missing reason)."""
-    from runner.publish.post_state import PostState
+    from runner.publish.blocks.post_state import PostState
 
     state = PostState("p", "t")
     for i in range(50):

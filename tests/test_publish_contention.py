@@ -8,8 +8,8 @@ import pytest
 from fixture_db import edited_fixture
 from publish_project import build_site, post_text, write_project
 
-from runner.publish.claims import Verdict
-from runner.publish.contention import CONTENTION_GAP, contention_gap, judge_contention
+from runner.publish.stats.claims import Verdict
+from runner.publish.stats.contention import CONTENTION_GAP, contention_gap, judge_contention
 
 CELL = "r.arm = '{arm}' AND r.concurrency = 1 AND c.name = 'Fixture M1'"
 

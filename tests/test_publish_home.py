@@ -10,8 +10,8 @@ import pytest
 from fixture_db import FixtureChip, build_fixture, remeasure
 from publish_project import build_site, write_project
 
-from runner.publish.commands import main_audit
-from runner.publish.post import render_post
+from runner.publish.site.commands import main_audit
+from runner.publish.site.post import render_post
 
 M1, M3 = FixtureChip("Fixture M1", 100.0), FixtureChip("Fixture M3", 160.0)
 SAME_A, SAME_B = FixtureChip("Same EPYC", 90.0, "openblas"), FixtureChip("Same EPYC", 95.0, "reference")

@@ -7,17 +7,17 @@ import pytest
 from fixture_db import FixtureChip, build_fixture
 from publish_project import write_project
 
-from runner.publish.commands import rounds_plan
-from runner.publish.intervals import (
+from runner.publish.metrics import percentile_of
+from runner.publish.site.commands import rounds_plan
+from runner.publish.site.post import render_post
+from runner.publish.sql.reader import Reader
+from runner.publish.stats.intervals import (
     Intervals,
     level_bounds,
     no_interval_text,
     rounds_for_half_width,
     upper_rank,
 )
-from runner.publish.metrics import percentile_of
-from runner.publish.post import render_post
-from runner.publish.queries import Reader
 
 CLAIMS = (
     '# T\n\n{{ claim("+5%", gain("decode_tps", arm="b", base="a", concurrency=1)) }}\n'
@@ -98,8 +98,8 @@ def test_every_table_cell_and_chart_point_carries_an_interval(tmp_path):
 
 
 def test_the_aa_check_counts_cells_whose_interval_includes_no_change(tmp_path, capsys):
-    from runner.publish.aa import report
-    from runner.publish.commands import main_audit
+    from runner.publish.site.commands import main_audit
+    from runner.publish.stats.aa import report
 
     db = tmp_path / "aa.duckdb"
     for k, day in enumerate((datetime(2026, 11, 19), datetime(2026, 11, 20), datetime(2026, 11, 21))):
@@ -159,7 +159,7 @@ def test_the_rounds_that_halve_an_interval_and_the_audit_prints_them(tmp_path, c
     prints the figure under a claim that fails, not under one that holds comfortably."""
     from types import SimpleNamespace
 
-    from runner.publish.commands import main_audit
+    from runner.publish.site.commands import main_audit
 
     assert [rounds_for_half_width(n) for n in (1, 2, 3, 5)] == [None, 3, 5, 13]
     db = _db(tmp_path, 1.3)

@@ -8,7 +8,7 @@ from datetime import datetime
 import pytest
 from fixture_db import FixtureChip
 
-from runner.publish.post import render_post
+from runner.publish.site.post import render_post
 from runner.store.cell import CellRecord
 from runner.store.store import Store
 

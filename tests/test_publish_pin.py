@@ -10,7 +10,7 @@ import pytest
 from fixture_db import FixtureChip, build_fixture, remeasure
 from publish_project import build_site, write_project
 
-from runner.publish.pin import main_pin
+from runner.publish.site.pin import main_pin
 from runner.store import measurements
 from runner.store.store import Store
 

@@ -1,6 +1,6 @@
 """One post rendered without mkdocs: the post API's values and its readable errors."""
 
-from runner.publish.post import render_post
+from runner.publish.site.post import render_post
 
 META = {"experiment": "spec-fixture", "date": "2026-11-20"}
 
@@ -63,7 +63,7 @@ def test_chips_sharing_a_name_get_labels_that_tell_them_apart(tmp_path):
     name: pages label each with the start of its id, and a bare name is refused."""
     from fixture_db import FixtureChip, build_fixture
 
-    from runner.publish.queries import Reader
+    from runner.publish.sql.reader import Reader
 
     db = tmp_path / "runs.duckdb"
     build_fixture(

@@ -12,10 +12,10 @@ import pytest
 from fixture_db import DECLARATION, DEFAULT_CHIPS, EXPERIMENT, MODEL, _run_rows, build_fixture, remeasure
 from publish_project import build_site, dedent, write_project
 
-from runner.publish.commands import main_audit
-from runner.publish.predict import Models, measured_crossover
-from runner.publish.queries import Reader
-from runner.publish.views import View
+from runner.publish.site.commands import main_audit
+from runner.publish.sql.reader import Reader
+from runner.publish.stats.predict import Models, measured_crossover
+from runner.publish.stats.views import View
 from runner.store.cell import CellRecord
 from runner.store.store import Store
 

@@ -7,8 +7,8 @@ import pytest
 from fixture_db import DEFAULT_CHIPS, EXPERIMENT, build_fixture, remeasure
 
 from runner.publish.metrics import ACCEPTANCE_METRICS, METRICS
-from runner.publish.queries import QueryError, Reader
-from runner.publish.sql import CELLS_SQL, inline_sql
+from runner.publish.sql.pages import CELLS_SQL, inline_sql
+from runner.publish.sql.reader import QueryError, Reader
 
 
 def _by_hand(path, chip_id, arm, conc):

@@ -10,7 +10,7 @@ from html import unescape
 from fixture_db import FixtureChip, build_fixture, remeasure
 from publish_project import build_site, write_project
 
-from runner.publish.post import render_post
+from runner.publish.site.post import render_post
 
 M1, M3 = FixtureChip("Fixture M1", 100.0), FixtureChip("Fixture M3", 160.0)
 

@@ -1,7 +1,7 @@
 """Regime completeness: batch 1 and the ceiling for every chip and arm, every gap listed."""
 
-from runner.publish.regimes import check_regimes
-from runner.publish.rows import CellKey
+from runner.publish.sql.rows import CellKey
+from runner.publish.stats.regimes import check_regimes
 
 
 def test_every_missing_batch1_and_ceiling_cell_is_a_gap():

@@ -2,9 +2,9 @@
 
 import pytest
 
-from runner.publish.claims import Measured
-from runner.publish.post import render_post
-from runner.publish.templating import TemplateProblem, render_post_body
+from runner.publish.blocks.templating import TemplateProblem, render_post_body
+from runner.publish.site.post import render_post
+from runner.publish.stats.claims import Measured
 
 REFUSED = [
     "{{ ''.__class__ }}",

@@ -8,8 +8,8 @@ import pytest
 from fixture_db import DEFAULT_CHIPS, EXPERIMENT
 from publish_project import build_site, write_project
 
-from runner.publish.post import render_post
-from runner.publish.traffic import ProfileError, parse_profile
+from runner.publish.blocks.traffic import ProfileError, parse_profile
+from runner.publish.site.post import render_post
 
 META = {"experiment": EXPERIMENT, "date": "2026-11-20"}
 SOLO = "{1: 0.6, 2: 0.3, 4: 0.1}"

@@ -24,7 +24,7 @@ from publish_project import post_text, write_project
 from runner.cli import main as cli
 from runner.experiments.declaration import load, parse
 from runner.experiments.execute import plan_cells
-from runner.publish.commands import _source_date_epoch
+from runner.publish.site.commands import _source_date_epoch
 from runner.report import build
 from runner.report import main as report
 from runner.report_inputs import named_experiments

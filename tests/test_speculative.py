@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runner.engine import Engine, PassEvent
+from runner.engine.drafting.speculative import commit
 from runner.engine.sampler import accept_draft
 from runner.engine.sequence import Sequence
-from runner.engine.speculative import commit
 
 prompts_st = st.lists(st.lists(st.integers(1, 300), min_size=1, max_size=30), min_size=1, max_size=5)
 policies = st.sampled_from(["never", "always", "solo", "max_width:2", "adaptive"])

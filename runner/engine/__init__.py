@@ -2,7 +2,7 @@
 
 Imports nothing from the rest of `runner`. Public surface:
 
-    from runner.engine import Engine
+    from . import Engine
     eng = Engine.from_pretrained("tiny", max_batch_size=4, prefill_chunk=256, sink=events.append)
     outs = eng.generate([[1, 2, 3], [4, 5]], max_new_tokens=32, temperature=0.0)
 

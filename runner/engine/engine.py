@@ -22,9 +22,10 @@ import numpy as np
 from . import checkpoint as ckpt
 from .cache import BlockPool
 from .config import EngineConfig, ModelArgs
-from .draft_policy import DraftPolicy
-from .drafter import TargetOutputs
-from .drafters import make_drafter
+from .drafting.draft_policy import DraftPolicy
+from .drafting.drafter import TargetOutputs
+from .drafting.drafters import make_drafter
+from .drafting.verify import PassCommit, commit_pass
 from .events import Collected, Event, EventSink, PassEvent, RequestEvent
 from .forward import CompiledPasses, Forward
 from .launch import Launcher
@@ -35,7 +36,6 @@ from .retire import retire_finished
 from .scheduler import PassPlan, Scheduler
 from .sequence import Sequence
 from .shelf import Shelf
-from .verify import PassCommit, commit_pass
 
 DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
 

@@ -24,8 +24,8 @@ from typing import Optional
 import mlx.core as mx
 
 from .attention import LayerKV, PassContext, rope_table
-from .block_drafter import select_features
 from .cache import BlockPool
+from .drafting.block_drafter import select_features
 from .layout import COMPILE_MAX_TOKENS, block_buckets_upto, build_layout
 from .model import Capture, Model
 

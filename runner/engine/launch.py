@@ -26,11 +26,11 @@ import numpy as np
 
 from .attention import PassContext
 from .config import EngineConfig
-from .draft_policy import DraftPolicy
-from .drafter import Drafter
+from .drafting.draft_policy import DraftPolicy
+from .drafting.drafter import Drafter
+from .drafting.mtp import MTPDrafter
 from .forward import Forward
 from .layout import ahead_layout, build_layout
-from .mtp import MTPDrafter
 from .passes import Launched, MTPInputs
 from .scheduler import PassPlan, Scheduler
 

@@ -16,7 +16,7 @@ from typing import Optional
 
 import mlx.core as mx
 
-from .draft_policy import Branch
+from .drafting.draft_policy import Branch
 from .scheduler import PassPlan
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .drafter import Drafter
+from .drafting.drafter import Drafter
 from .events import RequestEvent
 from .prefix_cache import PrefixCache
 from .scheduler import Scheduler

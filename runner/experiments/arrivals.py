@@ -31,9 +31,9 @@ import random
 from dataclasses import dataclass
 from typing import Iterator
 
-from .cell import needs_more
-from .declaration import Workload
-from .workload import PromptStream
+from runner.experiments.cell import needs_more
+from runner.experiments.declaration import Workload
+from runner.experiments.workload import PromptStream
 
 NS = 1_000_000_000
 POISSON_CLIENT = 0  # one arrival process: every Poisson request is client 0

@@ -16,9 +16,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from runner.experiments.declaration import Workload
 from runner.runtimes import Finished
-
-from .declaration import Workload
 
 IN_MEMORY_ONLY = ("token_ns",)  # request-row keys that go to the tokens table, not requests
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from runner.experiments.declaration import Experiment
 from runner.store.cell import CellRecord
 from runner.store.store import Store
-
-from .declaration import Experiment
 
 
 def plan_cells(exp: Experiment) -> list[CellRecord]:

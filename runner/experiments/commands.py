@@ -73,10 +73,9 @@ def _raise_interrupt(signum, frame):
 
 
 def main_run(args: argparse.Namespace) -> int:
+    from runner.experiments.declaration import DeclarationError, find_declaration, load
+    from runner.experiments.workload import WorkloadError
     from runner.store.store import StoreError
-
-    from .declaration import DeclarationError, find_declaration, load
-    from .workload import WorkloadError
 
     path = find_declaration(args.experiment, EXPERIMENTS)
     try:
@@ -101,7 +100,7 @@ def main_run(args: argparse.Namespace) -> int:
         from runner import blas
 
         blas.reexec_with_openblas(blas.argv_from("run"))
-    from . import memory
+    from runner.experiments import memory
 
     try:  # a bad memory budget is one line before anything runs
         memory.budget_bytes()
@@ -110,11 +109,10 @@ def main_run(args: argparse.Namespace) -> int:
         return 2
     if args.quick:
         exp = exp.shrunk()
+    from runner.experiments.execute import run_experiment
+    from runner.experiments.progress import Progress
     from runner.store import measurements
     from runner.store.cell_folders import CellFolders
-
-    from .execute import run_experiment
-    from .progress import Progress
 
     progress = Progress(mode="json" if args.json else None)
     try:  # the database is a cache of the committed measurement folders: bring it up to date
@@ -122,7 +120,7 @@ def main_run(args: argparse.Namespace) -> int:
         if loaded is not None and loaded.rebuilt:
             progress.note(loaded.describe())
         if args.plan:
-            from .plan import plan
+            from runner.experiments.plan import plan
 
             print(json.dumps(plan(exp, args.db, args.remeasure), sort_keys=True), flush=True)
             return 0
@@ -232,8 +230,8 @@ def main_export(args: argparse.Namespace) -> int:
 
 
 def _export_json(args: argparse.Namespace) -> int:
-    from runner.publish.queries import QueryError, Reader
-    from runner.publish.summary import SummaryError, summary_json
+    from runner.publish.site.summary import SummaryError, summary_json
+    from runner.publish.sql.reader import QueryError, Reader
 
     try:
         with Reader(args.db) as reader:

@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.experiments.lengths import LengthDist
+from runner.experiments.validation.experiment import check
+from runner.experiments.validation.workload import DEFAULT_MIN_CELL_SECONDS, DEFAULT_MIN_CELL_TOKENS
 from runner.runtimes import knobs as runtime_knobs
 from runner.runtimes.knobs import DEFAULT_RUNTIME
-
-from .lengths import LengthDist
-from .validate import check
-from .validate_workload import DEFAULT_MIN_CELL_SECONDS, DEFAULT_MIN_CELL_TOKENS
 
 AA_SUFFIX = "-aa"  # `--aa ARM`: experiment NAME-aa, arms ARM and ARM-aa
 

@@ -21,7 +21,7 @@ import json
 import math
 from typing import Iterable, Protocol
 
-from .declaration import Experiment
+from runner.experiments.declaration import Experiment
 
 # Rough costs of the small shipped checkpoints on a CPU, per decoder layer (a pass's cost
 # there is mostly per-layer overhead, so layers predict it better than parameter counts).

@@ -38,23 +38,22 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.engine.block_drafter import DRAFTER_FILES
 from runner.engine.checkpoint import checkpoint_sha256
+from runner.engine.drafting.block_drafter import DRAFTER_FILES
 from runner.engine.shelf import Shelf
+from runner.experiments import chip, load, memory, probe
+from runner.experiments.arrivals import describe, min_requests
+from runner.experiments.cell import CellRows, needs_more, output_sha256, request_seed  # noqa: F401  (the API)
+from runner.experiments.cell_plan import at_rate, done_cells, plan_cells
+from runner.experiments.declaration import Experiment
+from runner.experiments.estimate import cell_seconds, estimate_seconds  # noqa: F401  (estimate_seconds: the API)
+from runner.experiments.openloop import run_open_cell
+from runner.experiments.progress import CellLabel, CellTarget, Progress
+from runner.experiments.workload import PromptStream
 from runner.runtimes import Runtime, RuntimeFault, start
 from runner.store.cell import CellRecord
 from runner.store.cell_folders import CellFolders
 from runner.store.store import Store, StoreError
-
-from . import chip, load, memory, probe
-from .arrivals import describe, min_requests
-from .cell import CellRows, needs_more, output_sha256, request_seed  # noqa: F401  (the API)
-from .cell_plan import at_rate, done_cells, plan_cells
-from .declaration import Experiment
-from .estimate import cell_seconds, estimate_seconds  # noqa: F401  (estimate_seconds: the API)
-from .openloop import run_open_cell
-from .progress import CellLabel, CellTarget, Progress
-from .workload import PromptStream
 
 
 def run_cell(

@@ -17,9 +17,8 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from runner.engine.checkpoint import resolve_checkpoint
+from runner.experiments.lengths import LengthDist
 from runner.prompts import read_prompts
-
-from .lengths import LengthDist
 
 OUT = Path("reports/experiments/data/heldout-requests.jsonl")
 COUNT, SEED = 64, 28

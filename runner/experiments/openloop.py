@@ -18,13 +18,12 @@ from __future__ import annotations
 import time
 from collections import deque
 
+from runner.experiments.arrivals import Arrival, schedule
+from runner.experiments.cell import CellRows, request_seed
+from runner.experiments.declaration import Experiment
+from runner.experiments.progress import Progress
+from runner.experiments.workload import PromptStream
 from runner.runtimes import Runtime
-
-from .arrivals import Arrival, schedule
-from .cell import CellRows, request_seed
-from .declaration import Experiment
-from .progress import Progress
-from .workload import PromptStream
 
 NS = 1_000_000_000
 

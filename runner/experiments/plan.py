@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from runner.experiments import cell_plan, chip, execute
+from runner.experiments.declaration import Experiment
 from runner.store.cell import CellRecord
 from runner.store.store import Store, chip_id_of
-
-from . import cell_plan, chip, execute
-from .declaration import Experiment
 
 # Used when execute.py has no estimate_seconds: a cell of a small workload takes a few
 # seconds here, and each arm's engine loads and compiles once before its first cell.

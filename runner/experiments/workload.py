@@ -25,10 +25,9 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from runner.experiments.datasets import DatasetError, is_dataset, read_dataset
+from runner.experiments.declaration import Workload
 from runner.prompts import PromptsError, read_prompts
-
-from .datasets import DatasetError, is_dataset, read_dataset
-from .declaration import Workload
 
 
 class WorkloadError(Exception):

@@ -20,8 +20,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .measurements import write_measurement
-from .store import Store
+from runner.store.measurements import write_measurement
+from runner.store.store import Store
 
 UNFINISHED = ".tmp-"  # a hidden folder's infix: `.<name>.tmp-<pid>` (see write_measurement)
 REMOVING = ".removing-"

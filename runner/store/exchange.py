@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .store import ADDED_COLUMNS, TOKEN_SCHEMA, Store, StoreError
+from runner.store.store import ADDED_COLUMNS, TOKEN_SCHEMA, Store, StoreError
 
 REQUIRED_TABLES = ("chips", "runs", "requests", "passes")
 # Tables later schema versions added, with their columns: a source without one has no rows.

@@ -35,8 +35,8 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .exchange import REQUIRED_TABLES, TABLES, export_runs, import_tables
-from .store import Store, StoreError, StoreLocked
+from runner.store.exchange import REQUIRED_TABLES, TABLES, export_runs, import_tables
+from runner.store.store import Store, StoreError, StoreLocked
 
 
 class FoldsCells(Protocol):
@@ -49,7 +49,7 @@ class FoldsCells(Protocol):
 FOLDER = "measurements"
 # The manifest a rebuilt database carries: which files it was loaded from, and which runs
 # came from which folder (runs added later by `runner run` are the ones a rebuild must
-# rescue; a post's `data:` pin names folders, runner.publish.home).
+# rescue; a post's `data:` pin names folders, runner.publish.sql.home).
 MANIFEST_DDL = (
     "CREATE TABLE measurement_files (folder VARCHAR NOT NULL, file VARCHAR NOT NULL, "
     "sha256 VARCHAR NOT NULL); CREATE TABLE measurement_runs (run_id VARCHAR NOT NULL, folder VARCHAR);"

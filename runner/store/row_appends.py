@@ -13,8 +13,8 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from .errors import StoreError
-from .row_schemas import (
+from runner.store.errors import StoreError
+from runner.store.row_schemas import (
     OPTIONAL_PASS_COLUMNS,
     OPTIONAL_REQUEST_COLUMNS,
     PASS_SCHEMA,

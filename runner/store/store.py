@@ -6,7 +6,7 @@
 - Append-only: a re-measurement adds runs; nothing changes in place except what a run's
   finish records (its status, finish time and the machine-load figures taken over its
   cell) and, while it runs, its machine probe (`record_probe`).
-- It reads no data for pages (that is `runner.publish.queries`) and knows nothing about
+- It reads no data for pages (that is `runner.publish.sql.reader`) and knows nothing about
   the engine or experiments beyond the column names.
 """
 
@@ -25,11 +25,11 @@ from typing import Iterator
 
 import duckdb
 
-from .cell import CellRecord
-from .errors import StoreError, StoreLocked  # noqa: F401  (the API)
-from .migrations import ADDED_COLUMNS, MIGRATIONS, SCHEMA_VERSION  # noqa: F401  (the API)
-from .row_appends import RowAppends
-from .row_schemas import (  # noqa: F401  (the API)
+from runner.store.cell import CellRecord
+from runner.store.errors import StoreError, StoreLocked  # noqa: F401  (the API)
+from runner.store.migrations import ADDED_COLUMNS, MIGRATIONS, SCHEMA_VERSION  # noqa: F401  (the API)
+from runner.store.row_appends import RowAppends
+from runner.store.row_schemas import (  # noqa: F401  (the API)
     CHIP_COLUMNS,
     OPTIONAL_PASS_COLUMNS,
     OPTIONAL_REQUEST_COLUMNS,

@@ -61,14 +61,14 @@ def train(checkpoint: Path, args: argparse.Namespace, verb: str) -> None:
     import mlx.core as mx
     from mlx.utils import tree_flatten
 
-    from ..engine.block_drafter import (
+    from ..engine.checkpoint import CheckpointError, load_model, read_args
+    from ..engine.drafting.block_drafter import (
         BlockDrafter,
         DrafterConfig,
         drafter_dir,
         save_block_drafter,
         spread_layers,
     )
-    from ..engine.checkpoint import CheckpointError, load_model, read_args
     from . import drafter_data, drafter_train
 
     log = lambda m: print(m, flush=True)  # noqa: E731
@@ -146,7 +146,7 @@ def train(checkpoint: Path, args: argparse.Namespace, verb: str) -> None:
 
 
 def finish(checkpoint: Path, eval_prompts: int | None) -> None:
-    from ..engine.block_drafter import drafter_dir
+    from ..engine.drafting.block_drafter import drafter_dir
     from .card import write_card
     from .drafter_eval import evaluate_drafter
 

@@ -23,8 +23,8 @@ from typing import Callable, Optional
 import mlx.core as mx
 import numpy as np
 
-from ..engine.block_drafter import load_checkpoint_drafter, propose
 from ..engine.checkpoint import load_model, load_tokenizer, read_args
+from ..engine.drafting.block_drafter import load_checkpoint_drafter, propose
 from ..prompts import read_prompts
 from .drafter_train import block_logits, position_weights, target_features
 from .evaluate import GENERATE, PROMPT_TOKENS, greedy_mlx_lm

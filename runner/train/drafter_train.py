@@ -27,8 +27,8 @@ import mlx.optimizers as optim
 import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
 
-from ..engine.block_drafter import BlockDrafter, draft_logits, load_block_drafter, save_block_drafter
 from ..engine.checkpoint import CheckpointError
+from ..engine.drafting.block_drafter import BlockDrafter, draft_logits, load_block_drafter, save_block_drafter
 from ..engine.model import Capture, Model
 from .drafter_data import Batch
 

@@ -1,0 +1,156 @@
+"""The block drafter behind drafter.py's interface: k drafts a row from one drafter pass.
+
+- The target pass hands over its drafter features (`TargetOutputs.hidden`: a few spread
+  layers' states concatenated, `Forward(feature_layers=...)`). Each row's verified
+  positions among them are kept as a backlog of slices (counted in its state bytes); a
+  rejected position never is, since the engine calls `draft` after verification. Only
+  when the row drafts does the backlog go through the drafter's context projection into
+  its `ContextCache`: a pass that does not draft costs the drafter nothing but a slice,
+  and may be queued ahead like a plain one (not `eager`).
+- A row's context starts where the engine first showed it one: at 0, or after the
+  prefix cache's share of its prompt (those positions were never computed here, so the
+  drafter reads less context there; the drafts are only proposals, losslessness holds).
+- All drafting rows propose in one batched drafter pass; one host read takes the drafts.
+  Greedy rows draft the argmax; sampling rows draw draft i from its own distribution q_i
+  (the drafter's positions are independent given the context), kept for verification.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+
+from ..model import Model
+from ..sampler import probs, sample
+from ..sequence import Sequence
+from .block_drafter import Proposal, load_checkpoint_drafter, propose
+from .drafter import TargetOutputs
+from .drafter_context import CONTEXT_BUCKET, ContextCache
+
+
+@dataclass
+class Backlog:
+    """A row's verified features not yet in its context: appended to in place each pass."""
+
+    start: int  # absolute position of the first backlogged feature row
+    end: int  # the absolute position after the last one
+    parts: list = field(default_factory=list)  # (n_i, n*H) feature slices, in order
+    nbytes: int = 0
+
+
+class BlockDrafting:
+    eager = False  # a pass that does not draft only backlogs its features
+
+    def __init__(self, target: Model, checkpoint_dir: Path, compile: bool = True):
+        self.target = target
+        self.drafter = load_checkpoint_drafter(checkpoint_dir, target.args)
+        self.cache = ContextCache(self.drafter)
+        self._compile = compile
+        self._proposers: dict[int, object] = {}  # k -> the drafter pass, compiled per k
+        self._backlog: dict[int, Backlog] = {}  # row -> verified features not yet in its context
+
+    def _proposer(self, k: int):
+        """propose for k drafts, as one compiled graph per (rows, context bucket) shape
+        (warm traces them), or eager when the engine does not compile."""
+        if k not in self._proposers:
+
+            def fn(ctx, lens, anchors, ends):
+                return tuple(propose(self.drafter, self.target, ctx, lens, anchors, k, ends))
+
+            self._proposers[k] = mx.compile(fn) if self._compile else fn
+        return self._proposers[k]
+
+    def warm(self, max_rows: int, max_context: int, ks: tuple[int, ...]) -> int:
+        if not self._compile:
+            return 0
+        cfg, traced = self.drafter.cfg, 0
+        for S in range(CONTEXT_BUCKET, max(max_context, 1) + CONTEXT_BUCKET, CONTEXT_BUCKET):
+            for R in range(1, max_rows + 1):
+                zero = mx.zeros((R, cfg.num_kv_heads, S, cfg.head_dim))
+                ints = mx.ones((R,), mx.int32)
+                for k in ks:
+                    mx.eval(self._proposer(k)([(zero, zero)] * cfg.num_layers, ints, ints, ints))
+                    traced += 1
+        return traced
+
+    @property
+    def feature_layers(self) -> tuple[int, ...]:
+        return self.drafter.cfg.target_layers
+
+    def _end(self, rid: int) -> int:
+        """The absolute position after the row's last verified position held."""
+        b = self._backlog.get(rid)
+        return b.end if b else self.cache.end(rid)
+
+    def _flush(self, rid: int) -> None:
+        """Project the row's backlog into its context cache (lazily; settled after)."""
+        b = self._backlog.pop(rid, None)
+        if b is not None:
+            feats = b.parts[0] if len(b.parts) == 1 else mx.concatenate(b.parts)
+            self.cache.append(rid, feats, b.start)
+
+    def draft(self, rows: list[Sequence], target: TargetOutputs, k: int) -> None:
+        for b, seq in enumerate(rows):
+            seq.drafts, seq.draft_probs = [], []
+            if seq.finished:
+                continue
+            rid, start, n = seq.request_id, target.starts[b], seq.computed - target.starts[b]
+            held = rid in self._backlog or self.cache.length(rid) > 0
+            if held and self._end(rid) != start:
+                self.release(seq)  # a gap (never expected): restart the row's context here
+            if n > 0:
+                part = target.hidden[target.first[b] : target.first[b] + n]
+                log = self._backlog.get(rid)
+                if log is None:
+                    base = self.cache.end(rid) if self.cache.length(rid) else start
+                    log = self._backlog[rid] = Backlog(base, base)
+                log.parts.append(part)
+                log.end, log.nbytes = log.end + n, log.nbytes + part.nbytes
+        drafting = [s for s in rows if k > 0 and not s.finished and not s.prefilling]
+        if drafting:
+            for s in drafting:
+                self._flush(s.request_id)
+            self._draft_rows(drafting, k)
+
+    def _draft_rows(self, seqs: list[Sequence], k: int) -> None:
+        ids = [s.request_id for s in seqs]
+        ctx, lens, ends = self.cache.gather(ids)
+        anchors = mx.array([s.tokens[-1] for s in seqs], mx.int32)
+        out = Proposal(*self._proposer(k)(ctx, lens, anchors, ends))
+        self.cache.settle(ids)
+        if all(s.temperature == 0.0 for s in seqs):
+            for s, drafts in zip(seqs, out.tokens.tolist()):
+                s.drafts = drafts
+            return
+        greedy, logits = out.tokens.tolist(), np.array(out.logits)
+        for r, s in enumerate(seqs):
+            if s.temperature == 0.0:
+                s.drafts = greedy[r]
+                continue
+            for i in range(k):
+                q = probs(logits[r, i], s.temperature, s.top_p)
+                s.draft_probs.append(q)
+                s.drafts.append(sample(q, s.rng))
+
+    def rollback(self, seq: Sequence, verified: int) -> None:
+        rid = seq.request_id
+        if self._end(rid) > verified and (rid in self._backlog or self.cache.length(rid)):
+            self._flush(rid)
+            self.cache.trim(rid, max(verified, self.cache.base(rid)))
+
+    def release(self, seq: Sequence) -> None:
+        self.cache.drop(seq.request_id)
+        self._backlog.pop(seq.request_id, None)
+
+    def verified_in_pool(self, seq: Sequence) -> int:
+        return seq.computed  # no drafter state in the pool blocks
+
+    def row_bytes(self, seq: Sequence) -> int:
+        """The row's cached context (each drafter layer's keys and values), its backlog of
+        features, and a sampling row's draft distributions."""
+        b = self._backlog.get(seq.request_id)
+        own = self.cache.nbytes(seq.request_id) + (b.nbytes if b else 0)
+        return own + sum(q.nbytes for q in seq.draft_probs)
