@@ -39,10 +39,14 @@ data: setup
 	$(PY) -m runner.report --load-only
 
 # The formatter and the linter first (pyproject.toml's [tool.ruff]): drift fails the suite.
+# The suite runs on every core (pytest-xdist), a test file to a worker so that module
+# fixtures are built once; the tests that read the repository's own database share one
+# file (test_flagship.py). Nothing is skipped. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= auto
 test: setup browser data
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 report: setup openblas
 	$(PY) -m runner.report --measure $(MEASURE)$(if $(EXPERIMENT), --experiment $(EXPERIMENT))

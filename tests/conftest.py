@@ -18,11 +18,16 @@ from mlx_server import user_server
 
 from runner.blas import OPT_OUT
 from runner.engine import Engine
+from runner.experiments.load import RULE_ENV
 from runner.train.random_init import write_random_checkpoint
 
 # Tests measure nothing: keep every process (and child `runner run`) on the same BLAS,
 # so a chip's fingerprint does not change between a test's processes.
 os.environ[OPT_OUT] = "1"
+# The suite's workers share the cores by design, so the contention rule (a cell measured
+# again when other processes took its CPU) is off for its runs; test_contention_rule.py
+# turns it on and checks it against a real busy loop.
+os.environ[RULE_ENV] = "off"
 
 settings.register_profile(
     "default",

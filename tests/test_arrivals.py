@@ -16,11 +16,11 @@ import duckdb
 import pytest
 
 from runner.cli import main as cli
-from runner.experiments.arrivals import Poisson, Script, describe, min_requests, poisson_gaps
 from runner.experiments.declaration import load
 from runner.experiments.estimate import cell_seconds
 from runner.experiments.progress import CellTarget
-from runner.experiments.workload import PromptStream
+from runner.experiments.workloads.arrivals import Poisson, Script, describe, min_requests, poisson_gaps
+from runner.experiments.workloads.workload import PromptStream
 
 SEED, RATE = 13, 200.0  # faster than one row serves: arrivals queue at concurrency 1
 ENGINE = """

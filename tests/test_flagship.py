@@ -35,6 +35,24 @@ def site(tmp_path_factory):
     return result.site, page
 
 
+@pytest.fixture(scope="module")
+def audit(site):
+    """`runner audit` of the repository once a module (every test reads the same output):
+    its exit code and what it printed."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli(["audit", "--config-file", str(REPO / "mkdocs.yml")])
+    return code, out.getvalue()
+
+
+def test_the_repository_site_builds_strict(site):
+    site_dir, _ = site  # the fixture's build asserts it was strict and clean
+    assert (site_dir / "index.html").is_file()
+
+
 def test_the_committed_data_is_complete_for_every_post_s_current_declarations():
     """So a fresh clone's `make report` measures nothing: every experiment a post names
     has a complete set of its current declaration on some chip."""
@@ -48,9 +66,9 @@ def test_the_committed_data_is_complete_for_every_post_s_current_declarations():
         assert data_state(DB, exp).complete_on, name
 
 
-def test_every_claim_holds_in_the_audit(capsys):
-    assert cli(["audit", "--config-file", str(REPO / "mkdocs.yml")]) == 0
-    out = capsys.readouterr().out
+def test_every_claim_holds_in_the_audit(audit):
+    code, out = audit
+    assert code == 0, out
     verdicts = re.findall(r"^  blog/posts/spec-decode-batching\.md:\d+ .* (ok  |FAIL) ", out, re.M)
     assert len(verdicts) >= 15 and set(verdicts) == {"ok  "}, out
     assert out.rstrip().endswith("0 failure(s)")
@@ -158,15 +176,15 @@ def test_every_shipped_post_answers_on_its_first_screen_and_stays_short(site, tm
         assert seen["height"] <= 12_000, (page, seen)
 
 
-def test_the_capacity_post_answers_first_shows_every_rate_and_stays_a_few_screens(site, tmp_path, capsys):
+def test_the_capacity_post_answers_first_shows_every_rate_and_stays_a_few_screens(site, tmp_path, audit):
     """capacity-under-an-slo: its capacity claims (three runtimes on tiny and on deep, two
     batch ceilings) hold with their intervals in the audit; at 1280 px its charts draw with
     a clean console, the answer and the first chart are on the first screen, and the page
     stays under 6,500 px; the runtimes' regime table at 8 req/s has every runtime at batch
     1 and at the ceiling."""
     site_dir, _ = site
-    assert cli(["audit", "--config-file", str(REPO / "mkdocs.yml")]) == 0
-    out = capsys.readouterr().out
+    code, out = audit
+    assert code == 0, out
     caps = re.findall(
         r"^  blog/posts/capacity-under-an-slo\.md:\d+ .*req/s'  measured .*95% \[.*\]  ok ", out, re.M
     )
@@ -191,14 +209,14 @@ def test_the_capacity_post_answers_first_shows_every_rate_and_stays_a_few_screen
     assert seen["headline"] and seen["headline"][1] <= 900 and seen["height"] <= 6_500, seen
 
 
-def test_the_block_drafting_post_checks_2x_in_both_regimes(site, tmp_path, capsys):
+def test_the_block_drafting_post_checks_2x_in_both_regimes(site, tmp_path, audit):
     """block-drafting: its claims on block-8 alone and at the ceiling on tiny and deep, on
     accepted length and acceptance by position hold in the audit; the acceptance-by-position
     chart draws with a clean console; the answer is on the first screen and the page stays
     under 9,500 px."""
     site_dir, _ = site
-    assert cli(["audit", "--config-file", str(REPO / "mkdocs.yml")]) == 0
-    out = capsys.readouterr().out
+    code, out = audit
+    assert code == 0, out
     mine = re.findall(r"^  blog/posts/block-drafting\.md:\d+ .*  ok ", out, re.M)
     assert len(mine) >= 7 and any("tok'" in line for line in mine), out
     page = next(p for p in site_dir.glob("blog/20*/**/index.html") if "Block drafting:" in p.read_text())

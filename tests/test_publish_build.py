@@ -183,9 +183,3 @@ def test_quick_only_data_is_labelled_and_missing_data_fails_strict(tmp_path):
     ]
     assert not [w for w in result.warnings if "blog/posts/p.md" in w]
     assert "Quick data" in post_html_for(result.site, "speculative")
-
-
-def test_the_repository_site_builds_strict(tmp_path):
-    result = build_site(REPO / "mkdocs.yml", site=tmp_path / "site")
-    assert result.ok, result.warnings
-    assert (result.site / "index.html").is_file()

@@ -67,13 +67,26 @@ def test_a_direction_needs_an_interval_that_excludes_no_change():
     assert not judge(1, "+25%", no_interval, 1).ok
 
 
-def test_level_holds_only_when_the_interval_includes_no_change():
-    assert judge(1, "level", change(-0.03, lo=-0.17, hi=0.12), 1).ok
+def test_level_holds_only_when_the_whole_interval_lies_within_the_band():
+    from dataclasses import replace
+
+    assert judge(1, "level", change(-0.03, lo=-0.08, hi=0.09), 1).ok
     assert judge(1, "\u00b10%", change(0.01, lo=-0.02, hi=0.04), 1).ok
+    wide = judge(1, "level", change(-0.03, lo=-0.17, hi=0.12), 1)  # includes no change, reaches past 10%
+    assert not wide.ok and wide.reason.startswith("undecided: the interval reaches past \u00b110%")
+    assert "rounds would decide it" in wide.reason
+    assert judge(1, "level", replace(change(-0.03, lo=-0.17, hi=0.12), band=0.2), 1).ok  # a wider band
+    assert not judge(1, "level", replace(change(0.0, lo=-0.06, hi=0.06), band=0.05), 1).ok
     v = judge(1, "level", change(0.3, lo=0.28, hi=0.33), 1)
     assert not v.ok and "excludes no change" in v.reason
+    assert judge(1, "level", change(0.03, lo=0.01, hi=0.05), 1).ok  # a small, clear change is level
     assert not judge(1, "level", Measured(5.0, 4.0, 6.0, 2, "value", "m"), 1).ok
     assert not judge(1, "level", Measured(0.0, None, None, 1, "change", "m"), 1).ok
+
+
+def test_a_level_claim_is_shown_with_its_band():
+    html = str(claim_link(judge(2, "level", change(0.0, lo=-0.05, hi=0.05), 1)))
+    assert ">level (within \u00b110%)</a>" in html and "claim-failed" not in html
 
 
 def test_unparseable_stated_and_missing_data_fail_with_reasons():

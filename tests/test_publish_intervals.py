@@ -74,7 +74,7 @@ def test_intervals_are_deterministic_and_pair_arms_by_round(tmp_path):
 def test_identical_arms_are_level_and_refuse_a_direction(tmp_path):
     v, _ = _verdicts(_db(tmp_path, 1.0))
     assert not v["+5%"].ok and "includes no change" in v["+5%"].reason
-    assert v["level"].ok and "includes no change" in v["level"].reason
+    assert v["level"].ok and "within \u00b110%" in v["level"].reason
     assert not v["+30%"].ok and not v["1.3x"].ok
 
 

@@ -13,11 +13,11 @@ import pytest
 from test_declaration import dump, valid_doc
 
 from runner.cli import main as cli
-from runner.experiments.arrivals import gamma_gaps, poisson_gaps
 from runner.experiments.cell_plan import plan_cells
 from runner.experiments.declaration import DeclarationError, load, parse
 from runner.experiments.execute import run_experiment
 from runner.experiments.progress import Progress
+from runner.experiments.workloads.arrivals import gamma_gaps, poisson_gaps
 from runner.report import data_state
 
 REPO = Path(__file__).resolve().parents[1]

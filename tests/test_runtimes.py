@@ -22,10 +22,11 @@ import pytest
 from mlx_server import TINY, free_port, server_pids
 
 from runner.cli import main as cli
+from runner.experiments.closed_loop import run_cell
 from runner.experiments.declaration import load
-from runner.experiments.execute import run_cell, run_experiment
+from runner.experiments.execute import run_experiment
 from runner.experiments.progress import Progress
-from runner.experiments.workload import PromptStream
+from runner.experiments.workloads.workload import PromptStream
 from runner.runtimes import RuntimeFault, start
 
 REPO = Path(__file__).resolve().parents[1]

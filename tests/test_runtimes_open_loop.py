@@ -15,7 +15,7 @@ import pytest
 
 from runner.cli import main as cli
 from runner.engine import RequestEvent
-from runner.experiments.arrivals import poisson_gaps
+from runner.experiments.workloads.arrivals import poisson_gaps
 
 SEED, RATE = 9, 100.0
 FORMS = {

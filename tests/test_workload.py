@@ -9,7 +9,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from runner.experiments.declaration import Workload
-from runner.experiments.workload import PromptStream, WorkloadError, read_texts
+from runner.experiments.workloads.workload import PromptStream, WorkloadError, read_texts
 from runner.train.random_init import write_random_checkpoint
 
 

@@ -14,9 +14,9 @@ from tokenizers import Tokenizer
 
 from runner.experiments.declaration import DeclarationError, Workload, load, parse
 from runner.experiments.execute import run_experiment
-from runner.experiments.lengths import LengthDist
 from runner.experiments.progress import Progress
-from runner.experiments.workload import PromptStream, WorkloadError
+from runner.experiments.workloads.lengths import LengthDist
+from runner.experiments.workloads.workload import PromptStream, WorkloadError
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "runner" / "models" / "tiny"

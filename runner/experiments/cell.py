@@ -1,5 +1,5 @@
 """What one cell hands the store, and the rule that sizes it; shared by the closed-loop
-driver (execute.run_cell) and the open-loop one (openloop.py).
+driver (closed_loop.run_cell) and the open-loop one (openloop.py).
 
 A finished request becomes one request row (times relative to the cell's t0) plus its
 per-token times (token_ns: when each output token arrived, the tokens table's rows;

@@ -37,6 +37,7 @@ def plan_cells(exp: Experiment) -> list[CellRecord]:
                         slo_ttft_ms=exp.workload.slo_ttft_ms,
                         slo_tpot_ms=exp.workload.slo_tpot_ms,
                         rate=rate,
+                        looks=exp.looks_text,
                     )
                     for arm in arms[turn:] + arms[:turn]
                 ]

@@ -61,6 +61,17 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "appended and pages use the newest run of each cell and round",
     )
     p.add_argument(
+        "--until-decided",
+        action="store_true",
+        help="after the declared rounds, add rounds at pre-declared looks (rounds, doubling, up to "
+        "max_rounds: the declaration's, else four times the rounds) to the concurrencies whose "
+        "deciding comparisons are undecided, until each is decided, max_rounds or the budget ends",
+    )
+    p.add_argument("--budget", metavar="DURATION", help="how long adding rounds may take (20m, 90s, 1h30m)")
+    p.add_argument(
+        "--max-rounds", type=int, metavar="N", help="the most rounds a cell reaches (implies --until-decided)"
+    )
+    p.add_argument(
         "--plan",
         action="store_true",
         help="print this chip and the cells a run would measure (with an estimate of "
@@ -74,7 +85,7 @@ def _raise_interrupt(signum, frame):
 
 def main_run(args: argparse.Namespace) -> int:
     from runner.experiments.declaration import DeclarationError, find_declaration, load
-    from runner.experiments.workload import WorkloadError
+    from runner.experiments.workloads.workload import WorkloadError
     from runner.store.store import StoreError
 
     path = find_declaration(args.experiment, EXPERIMENTS)
@@ -107,6 +118,14 @@ def main_run(args: argparse.Namespace) -> int:
     except ValueError as e:
         _err(f"error: {e}")
         return 2
+    if args.until_decided or args.budget is not None or args.max_rounds is not None:
+        from runner.experiments.until_decided import with_arguments
+
+        try:
+            exp = with_arguments(exp, args.budget, args.max_rounds)
+        except ValueError as e:
+            _err(f"error: {e}")
+            return 2
     if args.quick:
         exp = exp.shrunk()
     from runner.experiments.execute import run_experiment
@@ -135,7 +154,24 @@ def main_run(args: argparse.Namespace) -> int:
         resume += " (without --remeasure: the cells not yet re-measured keep their older runs)"
     cells = CellFolders(measurements.folder_of(args.db))  # each finished cell, committed at once
     try:
-        summary = run_experiment(exp, args.db, progress, remeasure=args.remeasure, cell_folders=cells)
+
+        def run(e, keep, deadline):
+            return run_experiment(
+                e,
+                args.db,
+                progress,
+                remeasure=args.remeasure,
+                cell_folders=cells,
+                keep=keep,
+                deadline=deadline,
+            )
+
+        if len(exp.schedule) > 1:
+            from runner.experiments.until_decided import run_until_decided
+
+            summary = run_until_decided(exp, args.db, progress, run)
+        else:
+            summary = run(exp, None, None)
     except (StoreError, WorkloadError) as e:
         _save_measurement(args.db, before, progress, cells)
         _err(f"error: {e}")

@@ -16,11 +16,14 @@ import hashlib
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from runner.experiments.lengths import LengthDist
+from runner.experiments import declaration_toml
 from runner.experiments.validation.experiment import check
+from runner.experiments.validation.sequential import DEFAULT_CONTENTION_LIMIT
 from runner.experiments.validation.workload import DEFAULT_MIN_CELL_SECONDS, DEFAULT_MIN_CELL_TOKENS
+from runner.experiments.workloads.lengths import LengthDist
+from runner.publish.stats.sequential import looks
+from runner.publish.stats.verdicts import DEFAULT_BAND
 from runner.runtimes import knobs as runtime_knobs
 from runner.runtimes.knobs import DEFAULT_RUNTIME
 
@@ -66,7 +69,7 @@ class Workload:
     # A cell keeps sending requests until both hold (then lets the ones in flight finish).
     min_cell_seconds: float = DEFAULT_MIN_CELL_SECONDS
     min_cell_tokens: int = DEFAULT_MIN_CELL_TOKENS
-    arrivals: str = "closed"  # "closed" | "poisson" | "script" (runner/experiments/arrivals.py)
+    arrivals: str = "closed"  # "closed" | "poisson" | "script" (runner/experiments/workloads/arrivals.py)
     rate: float | None = None  # poisson: requests per second (a sweep's cell: its rate)
     rates: tuple[float, ...] = ()  # a rate sweep: each rate is a cell dimension (sweep.py)
     burstiness: float | None = None  # process = "gamma": 1 is Poisson, below 1 burstier
@@ -105,6 +108,26 @@ class Experiment:
     engine: dict = field(default_factory=dict)  # knobs shared by every arm
     arms: dict = field(default_factory=dict)  # arm name -> its own knobs, in declared order
     quick: bool = False
+    equivalence: float = DEFAULT_BAND  # a change within ±equivalence is "level"
+    max_rounds: int = 0  # the most rounds measuring until decided reaches (0: rounds, fixed)
+    budget_s: float | None = None  # how long adding rounds may take (None: no limit)
+    contention_limit: float | None = DEFAULT_CONTENTION_LIMIT  # None: no cell is measured again
+
+    @property
+    def schedule(self) -> tuple[int, ...]:
+        """The round counts of the design's looks (one look: a fixed design)."""
+        return looks(self.rounds, max(self.max_rounds, self.rounds))
+
+    @property
+    def looks_text(self) -> str | None:
+        """What each run stores of the design (runs.looks): None for a fixed design."""
+        return ",".join(map(str, self.schedule)) if len(self.schedule) > 1 else None
+
+    def until_decided(self, max_rounds: int | None = None, budget_s: float | None = None) -> "Experiment":
+        """--until-decided: the declared design, or four times the rounds when the
+        declaration names none; the budget given here replaces the declared one."""
+        most = max_rounds or self.max_rounds or 4 * self.rounds
+        return dataclasses.replace(self, max_rounds=most, budget_s=budget_s or self.budget_s)
 
     def knobs(self, arm: str) -> dict:
         """The arm's knobs as declared: [engine] overlaid by [arms.<arm>] (with `runtime`
@@ -170,81 +193,8 @@ class Experiment:
         return next(iter(self.arms)) + AA_SUFFIX if self.workload.aa and self.arms else None
 
     def to_toml(self) -> str:
-        lines = [
-            f"title = {_toml(self.title)}",
-            f"model = {_toml(self.model)}",
-            f"seed = {self.seed}",
-            f"rounds = {self.rounds}",
-            f"concurrency = {_toml(list(self.concurrency))}",
-            "",
-        ] + _workload_toml(self.workload)
-        lines += ["", "[engine]"] + [f"{k} = {_toml(v)}" for k, v in self.engine.items()]
-        for arm, knobs in self.arms.items():
-            if self.workload.aa and arm == self.aa_copy:
-                continue  # `aa = true` adds it again
-            lines += ["", f"[arms.{_toml(arm)}]"] + [f"{k} = {_toml(v)}" for k, v in knobs.items()]
-        return "\n".join(lines) + "\n"
-
-
-def _workload_toml(w: Workload) -> list[str]:
-    """[workload] with its keys for its arrivals form, then [workload.slo] and the script."""
-    scripted = w.arrivals == "script"
-    keys = (
-        ["prompts"]
-        + ([] if scripted else ["requests_per_client", "prompt_tokens"])
-        + ["max_new_tokens", "temperature", "shared_prefix_tokens", "min_cell_seconds", "min_cell_tokens"]
-    )
-    dists = {"prompt_tokens": w.prompt_dist, "max_new_tokens": w.new_tokens_dist}
-    lines = ["[workload]"] + [
-        f"{k} = {dists[k].to_toml() if dists.get(k) else _toml(list(v) if isinstance(v, tuple) else v)}"
-        for k in keys
-        for v in [getattr(w, k)]
-    ]
-    if w.aa:
-        lines.append("aa = true")
-    process = "gamma" if w.burstiness is not None else "poisson"
-    rate = _toml(list(w.rates)) if w.rates else repr(w.rate)
-    extra = f", burstiness = {w.burstiness!r}" if w.burstiness is not None else ""
-    lines.append(
-        "arrivals = "
-        + (
-            f'{{ process = "{process}", rate = {rate}{extra} }}'
-            if w.arrivals == "poisson"
-            else _toml(w.arrivals)
-        )
-    )
-    if w.allow_short:
-        lines.append("allow_short = true")
-    slo = [(k, getattr(w, f"slo_{k}")) for k in ("ttft_ms", "tpot_ms")]
-    if any(v is not None for _, v in slo):
-        lines += ["", "[workload.slo]"] + [f"{k} = {v!r}" for k, v in slo if v is not None]
-    for e in w.script:
-        lines += ["", "[[workload.script]]"] + [
-            f"{k} = {_toml(v)}" for k, v in dataclasses.asdict(e).items() if v is not None
-        ]
-    return lines
-
-
-_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return (
-            '"'
-            + "".join(
-                _TOML_ESCAPES.get(ch, f"\\u{ord(ch):04x}" if ord(ch) < 0x20 or ch == "\x7f" else ch)
-                for ch in value
-            )
-            + '"'
-        )
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    raise TypeError(f"cannot write {value!r} as TOML")
+        """The declaration as TOML that parses back to this Experiment (declaration_toml.py)."""
+        return declaration_toml.write(self)
 
 
 def find_declaration(name_or_path: str, folder: Path = Path("reports/experiments")) -> Path:

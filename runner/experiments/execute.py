@@ -3,11 +3,9 @@
 - Cells: arm x concurrency x round (`cell_plan.plan_cells`, one `CellRecord` each), ordered round ->
   concurrency -> arm so that the arms interleave and machine drift hits them alike, in
   counterbalanced order (A B, then B A).
-- Closed loop (`arrivals = "closed"`, the default): a cell at concurrency c is c clients,
-  each sending its next prompt when its last request finishes; client c's i-th prompt is
-  request i * width + c of the workload's unbounded seeded stream (workload.py).
-  Open-loop arrivals (a Poisson process or a script, at most c requests in flight) are
-  openloop.py's, their schedules arrivals.py's.
+- A cell's requests: closed-loop clients (`closed_loop.py`) or open-loop arrivals (a
+  Poisson process or a script, at most c requests in flight: openloop.py's, their
+  schedules workloads/arrivals.py's).
 - Sized by time, the same rule for every arm: a client keeps sending while it has sent
   fewer than requests_per_client, or the cell has run less than min_cell_seconds (from
   its t0) or produced fewer than min_cell_tokens output tokens (of finished requests);
@@ -22,7 +20,11 @@
   on the request rows (token_ns) and become the tokens table's rows in the same
   transaction (none for a runtime that cannot time its tokens); a runtime without
   per-pass rows stores none (absent, not zero). The machine's load (load.py) is sampled
-  just outside the cell's clock and stored with the run, as is the declared SLO.
+  just outside the cell's clock and stored with the run, as is the declared SLO; a cell
+  whose CPU other processes or the hypervisor took past the declared contention limit is
+  measured again in its slot (load.py's rule), and the run kept says how many times.
+- Measuring until decided (`until_decided.py`) runs a subset of the cells (`keep`) and
+  stops between groups of cells at a deadline.
 - Resuming: cells complete in the database (same experiment, declaration sha256, chip
   and quick flag) are skipped; with `remeasure` every cell runs again and its new run is
   appended (pages use the newest run of a cell).
@@ -42,66 +44,18 @@ from runner.engine.checkpoint import checkpoint_sha256
 from runner.engine.drafting.block_drafter import DRAFTER_FILES
 from runner.engine.shelf import Shelf
 from runner.experiments import chip, load, memory, probe
-from runner.experiments.arrivals import describe, min_requests
 from runner.experiments.cell import CellRows, needs_more, output_sha256, request_seed  # noqa: F401  (the API)
 from runner.experiments.cell_plan import at_rate, done_cells, plan_cells
+from runner.experiments.closed_loop import run_cell
 from runner.experiments.declaration import Experiment
 from runner.experiments.estimate import cell_seconds, estimate_seconds  # noqa: F401  (estimate_seconds: the API)
-from runner.experiments.openloop import run_open_cell
 from runner.experiments.progress import CellLabel, CellTarget, Progress
-from runner.experiments.workload import PromptStream
+from runner.experiments.workloads.arrivals import describe, min_requests
+from runner.experiments.workloads.workload import PromptStream
 from runner.runtimes import Runtime, RuntimeFault, start
 from runner.store.cell import CellRecord
 from runner.store.cell_folders import CellFolders
 from runner.store.store import Store, StoreError
-
-
-def run_cell(
-    runtime: Runtime,
-    stream: PromptStream,
-    concurrency: int,
-    exp: Experiment,
-    progress: Progress | None = None,
-) -> CellRows:
-    """One cell: c closed-loop clients over the stream's clients 0..c-1, sized by
-    needs_more(), or the declaration's open-loop arrivals (openloop.py)."""
-    if exp.workload.arrivals != "closed":
-        return run_open_cell(runtime, stream, concurrency, exp, progress)
-    w = exp.workload
-    owner: dict[int, tuple[int, int, int]] = {}  # runtime handle -> (client, request_id, asked)
-    sent = [0] * concurrency
-    rows = CellRows()
-    tokens = 0
-
-    def submit(client: int) -> None:
-        i = sent[client]
-        sent[client] += 1
-        request_id = stream.request_id(client, i)
-        asked = stream.new_tokens(request_id)
-        handle = runtime.submit(
-            stream.prompt(client, i), asked, w.temperature, request_seed(exp.seed, request_id)
-        )
-        owner[handle] = (client, request_id, asked)
-
-    runtime.begin_cell()
-    t0 = time.perf_counter_ns()
-    try:
-        for client in range(concurrency):
-            submit(client)
-        while runtime.busy():
-            finished = runtime.poll()
-            now = time.perf_counter_ns()
-            for ev in finished:
-                client, request_id, asked = owner.pop(ev.handle)
-                tokens += ev.output_tokens
-                if needs_more(w, sent[client], now - t0, tokens):
-                    submit(client)
-                rows.add(ev, request_id, client, asked_tokens=asked)
-                if progress:
-                    progress.update(len(rows.requests), tokens)
-    finally:
-        passes = runtime.end_cell()
-    return rows.close(t0, passes)
 
 
 def start_arm(
@@ -133,6 +87,8 @@ class RunSummary:
     completed: int = 0
     failed_cell: CellRecord | None = None  # the cell an error stopped the run in
     faults: list[tuple[CellRecord, str]] = field(default_factory=list)  # cells a runtime fault cost
+    chip_id: str | None = None  # the machine it ran on
+    stopped_by_budget: bool = False  # a deadline ended it between two groups of cells
 
 
 def run_experiment(
@@ -143,12 +99,17 @@ def run_experiment(
     remeasure: bool = False,
     cell_folders: CellFolders | None = None,
     memory_budget_mb: float | None = None,
+    keep=None,
+    deadline: float | None = None,
 ) -> RunSummary:
     """cell_folders: where each finished cell's run is written as it completes (the
     committed record; `runner run` passes one beside the database). memory_budget_mb:
-    the resident memory over which idle arms' engines are released (memory.py)."""
+    the resident memory over which idle arms' engines are released (memory.py). keep:
+    which planned cells to run (measuring until decided: the undecided concurrencies);
+    deadline: a time.monotonic() after which no new group of cells (a round's arms at
+    one concurrency) starts."""
     budget = memory.budget_bytes(memory_budget_mb)
-    cells = plan_cells(exp)
+    cells = [c for c in plan_cells(exp) if keep is None or keep(c)]
     summary = RunSummary(planned=len(cells))
     fingerprint, code = chip.fingerprint(), chip.code_version()
     checkpoint = exp.checkpoint
@@ -156,7 +117,7 @@ def run_experiment(
         stale = st.fail_stale_runs()
         if stale:
             progress.note(f"marked {stale} run(s) left 'running' by a killed process as failed")
-        chip_id = st.ensure_chip(fingerprint)
+        chip_id = summary.chip_id = st.ensure_chip(fingerprint)
         done = set() if remeasure else done_cells(st, exp, chip_id)
         todo = [c for c in cells if c.key not in done]
         summary.skipped = len(cells) - len(todo)
@@ -183,6 +144,10 @@ def run_experiment(
         last = {cell.arm: k for k, cell in enumerate(todo, 1)}
         try:
             for k, cell in enumerate(todo, 1):
+                group = (cell.round, cell.concurrency, cell.rate)
+                if deadline is not None and group != _group(todo, k - 1) and time.monotonic() >= deadline:
+                    summary.stopped_by_budget = True
+                    break
                 if cell.arm not in runtimes:
                     progress.note(f"loading and warming up {exp.runtime(cell.arm)} for arm {cell.arm}")
                     runtimes[cell.arm] = start_arm(exp, cell.arm, checkpoint, shelf)
@@ -202,7 +167,7 @@ def run_experiment(
                 if k == last[cell.arm] and isinstance(runtimes[cell.arm], Runtime):
                     runtimes.pop(cell.arm).stop()  # the arm is done: its server goes now
                     memory.release()
-                _bound_memory(runtimes, todo[k].arm if k < len(todo) else None, budget, progress)
+                memory.bound(runtimes, todo[k].arm if k < len(todo) else None, budget, progress)
         finally:  # whatever ends the run ends every runtime: no server outlives it
             for runtime in runtimes.values():
                 if isinstance(runtime, Runtime):
@@ -210,20 +175,9 @@ def run_experiment(
     return summary
 
 
-def _bound_memory(runtimes: dict, next_arm: str | None, budget: int | None, progress: Progress) -> None:
-    """Over the budget, release every engine but the next cell's (between cells)."""
-    rss = memory.over(budget)
-    if rss is None:
-        return
-    idle = sorted(a for a, r in runtimes.items() if a != next_arm and isinstance(r, Runtime))
-    for arm in idle:
-        runtimes.pop(arm).stop()
-    memory.release()
-    if idle:
-        progress.note(
-            f"resident memory {rss / 2**20:,.0f} MB is over the budget of {budget / 2**20:,.0f} MB: "
-            f"released the engine(s) of arm(s) {', '.join(idle)}; each starts again before its next cell"
-        )
+def _group(cells: list[CellRecord], i: int) -> tuple | None:
+    """The (round, concurrency, rate) of the cell before index i (None for the first)."""
+    return None if i == 0 else (cells[i - 1].round, cells[i - 1].concurrency, cells[i - 1].rate)
 
 
 def _cell(
@@ -239,6 +193,34 @@ def _cell(
     cell_folders: CellFolders | None = None,
     machine: dict[str, float] | None = None,
 ) -> None:
+    """One cell, measured again in its slot (at most load.MAX_RERUNS times) while other
+    processes or the hypervisor took more of its CPU than the declared limit; the run
+    kept records how many times it was (and is flagged busy when still contended)."""
+    limit = load.contention_limit(exp.contention_limit)
+    for attempt in range(load.MAX_RERUNS + 1):
+        last = limit is None or attempt == load.MAX_RERUNS
+        reruns = None if limit is None else attempt
+        args = (st, exp, cell, runtime, stream, progress, summary, label, run, cell_folders, machine)
+        if _attempt(*args, None if last else limit, reruns):
+            return
+
+
+def _attempt(
+    st: Store,
+    exp: Experiment,
+    cell: CellRecord,
+    runtime: Runtime | RuntimeFault,
+    stream: PromptStream,
+    progress: Progress,
+    summary: RunSummary,
+    label: CellLabel,
+    run: dict,
+    cell_folders: CellFolders | None,
+    machine: dict[str, float] | None,
+    limit: float | None,
+    reruns: int | None,
+) -> bool:
+    """Measure the cell once; False when it was contended past `limit` (to run again)."""
     exp = at_rate(exp, cell.rate)
     knobs = runtime.knobs if isinstance(runtime, Runtime) else exp.runtime_knobs(cell.arm)
     run_id = st.begin_run(
@@ -269,7 +251,7 @@ def _cell(
         st.finish_run(run_id, "failed", load=load.figures(before, load.sample()))
         summary.faults.append((cell, str(fault)))
         progress.cell_finished(label, "failed", 0, time.perf_counter() - t, reason=str(fault))
-        return
+        return True
     except BaseException:
         st.finish_run(run_id, "failed", load=load.figures(before, load.sample()))
         summary.failed_cell = cell
@@ -277,12 +259,19 @@ def _cell(
         raise
     seconds = time.perf_counter() - t
     figures = load.figures(before, load.sample())
+    why = None if limit is None else load.contended(figures, limit)
+    if why:  # its rows are not kept: the slot is measured again at once
+        st.finish_run(run_id, "contended", load=figures)
+        progress.cell_finished(
+            label, "contended", rows.output_tokens, seconds, reason=f"{why}; measuring again"
+        )
+        return False
     with st.transaction():
         st.append_requests(run_id, rows.stored_requests())
         st.append_tokens(run_id, rows.stored_tokens())
         if rows.passes:
             st.append_passes(run_id, rows.passes)
-        st.finish_run(run_id, "complete", load=figures)
+        st.finish_run(run_id, "complete", load=figures, contention_reruns=reruns)
     summary.completed += 1
     if cell_folders is not None:  # outside the clock, before the next cell: a kill now loses nothing
         try:
@@ -290,3 +279,4 @@ def _cell(
         except StoreError as e:  # the run's folder, or the next load, writes it
             progress.note(f"the finished cell's folder was not written: {e}")
     progress.cell_finished(label, "complete", rows.output_tokens, seconds, requests=len(rows.requests))
+    return True

@@ -12,10 +12,15 @@ finishes; `figures(start, end)` turns two samples into the four nullable `runs` 
   system time (os.times(), every thread), clamped to [0, 1]. Fractions are of the whole
   machine (all cores together), so 0.5 on two cores is one core's worth of other work.
 
-Whatever the platform does not report is None (stored as NULL), never 0: no
-/proc/stat (macOS, Windows) gives None fractions; a kernel without the steal column
-gives a None steal_fraction. Reading /proc costs microseconds and happens outside the
-timed cell. This module knows nothing about the engine or the store.
+The contention rule: a cell whose steal or other processes' share passed the declared
+limit (`contention_limit`, default 15% of the cell's CPU time) is measured again in its
+slot, at most MAX_RERUNS times, and then kept (flagged busy on the page) with its count;
+BOTHROWS_CONTENTION_RULE=off turns it off for a process (the test suite does, since its
+own workers share the cores by design). Whatever the platform does not report is None
+(stored as NULL), never 0: no /proc/stat (macOS, Windows) gives None fractions; a
+kernel without the steal column gives a None steal_fraction. Reading /proc costs
+microseconds and happens outside the timed cell. This module knows nothing about the
+engine or the store.
 """
 
 from __future__ import annotations
@@ -29,6 +34,25 @@ PROC_STAT = Path("/proc/stat")
 # guest and guest_nice are already counted inside user and nice, so they are left out.
 _IDLE, _IOWAIT, _STEAL = 3, 4, 7
 COLUMNS = ("loadavg_start", "loadavg_end", "steal_fraction", "busy_fraction_other")
+DEFAULT_LIMIT = 0.15
+MAX_RERUNS = 2
+RULE_ENV = "BOTHROWS_CONTENTION_RULE"
+
+
+def contention_limit(declared: float | None) -> float | None:
+    """The limit a run applies: the declaration's (None: the rule is off), unless the
+    environment turns the rule off."""
+    return None if os.environ.get(RULE_ENV, "").lower() == "off" else declared
+
+
+def contended(figures: dict[str, float | None], limit: float) -> str | None:
+    """Why a cell's CPU was taken past `limit` (None: it was not, or nothing was reported)."""
+    steal, other = figures.get("steal_fraction"), figures.get("busy_fraction_other")
+    if steal is not None and steal > limit:
+        return f"the hypervisor stole {steal:.0%} of its CPU (limit {limit:.0%})"
+    if other is not None and other > limit:
+        return f"other processes took {other:.0%} of its CPU (limit {limit:.0%})"
+    return None
 
 
 @dataclass(frozen=True)

@@ -84,3 +84,19 @@ def over(budget: int | None) -> int | None:
     """The resident bytes when over the budget, else None."""
     rss = resident_bytes()
     return rss if budget is not None and rss is not None and rss > budget else None
+
+
+def bound(runtimes: dict, next_arm: str | None, budget: int | None, progress) -> None:
+    """Over the budget, release every engine but the next cell's (between cells)."""
+    rss = over(budget)
+    if rss is None:
+        return
+    idle = sorted(a for a, r in runtimes.items() if a != next_arm and not isinstance(r, Exception))
+    for arm in idle:
+        runtimes.pop(arm).stop()
+    release()
+    if idle:
+        progress.note(
+            f"resident memory {rss / 2**20:,.0f} MB is over the budget of {budget / 2**20:,.0f} MB: "
+            f"released the engine(s) of arm(s) {', '.join(idle)}; each starts again before its next cell"
+        )

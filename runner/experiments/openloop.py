@@ -18,11 +18,11 @@ from __future__ import annotations
 import time
 from collections import deque
 
-from runner.experiments.arrivals import Arrival, schedule
 from runner.experiments.cell import CellRows, request_seed
 from runner.experiments.declaration import Experiment
 from runner.experiments.progress import Progress
-from runner.experiments.workload import PromptStream
+from runner.experiments.workloads.arrivals import Arrival, schedule
+from runner.experiments.workloads.workload import PromptStream
 from runner.runtimes import Runtime
 
 NS = 1_000_000_000

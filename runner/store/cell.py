@@ -30,6 +30,7 @@ class CellRecord:
     slo_ttft_ms: float | None = None  # the declared service-level objective (None: none)
     slo_tpot_ms: float | None = None
     rate: float | None = None  # a rate sweep's offered rate, requests/s (None: not a sweep)
+    looks: str | None = None  # a sequential design's looks, "3,6,12" (None: a fixed design)
 
     @property
     def key(self) -> tuple:

@@ -82,6 +82,15 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE requests ADD COLUMN error VARCHAR;
     ALTER TABLE requests ALTER COLUMN first_token_ns DROP NOT NULL;
     """,
+    # Decided claims (issue 37): the sequential design a run was measured under, as the
+    # round counts of its looks ("3,6,12"; NULL: a fixed design, every run before this
+    # column), which sets how wide its intervals are (publish/stats/sequential.py); and how
+    # many times the cell was measured again before this run was kept because other
+    # processes or the hypervisor took too much of its CPU (NULL: no rule applied).
+    9: """
+    ALTER TABLE runs ADD COLUMN looks VARCHAR;
+    ALTER TABLE runs ADD COLUMN contention_reruns INTEGER;
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 # Columns later migrations added, with their Arrow types: rows exported before a migration
@@ -101,6 +110,8 @@ ADDED_COLUMNS: dict[str, dict[str, pa.DataType]] = {
         "runtime_version": pa.string(),
         "server_version": pa.string(),
         "rate": pa.float64(),
+        "looks": pa.string(),
+        "contention_reruns": pa.int32(),
     },
     "requests": {"label": pa.string(), "asked_tokens": pa.int32(), "error": pa.string()},
     "passes": {"accepted_lengths": pa.list_(pa.int32()), "draft_lengths": pa.list_(pa.int32())},

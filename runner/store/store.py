@@ -200,8 +200,8 @@ class Store(RowAppends):
         self.con.execute(  # columns named: later migrations append columns to the table
             "INSERT INTO runs (run_id, experiment, declaration_sha256, arm, concurrency, round, "
             "chip_id, model_sha256, code_version, knobs, seed, quick, started_at, finished_at, "
-            "status, runtime, slo_ttft_ms, slo_tpot_ms, runtime_version, server_version, rate) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running', ?, ?, ?, ?, ?, ?)",
+            "status, runtime, slo_ttft_ms, slo_tpot_ms, runtime_version, server_version, rate, looks) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running', ?, ?, ?, ?, ?, ?, ?)",
             [
                 run_id,
                 cell.experiment,
@@ -222,6 +222,7 @@ class Store(RowAppends):
                 runtime_version,
                 server_version,
                 cell.rate,
+                cell.looks,
             ],
         )
         return run_id
@@ -232,10 +233,16 @@ class Store(RowAppends):
         status: str = "complete",
         finished_at: datetime | None = None,
         load: dict[str, float | None] | None = None,
+        contention_reruns: int | None = None,
     ) -> None:
-        """Close a running run; `load` optionally gives LOAD_COLUMNS (None = not reported)."""
-        if status not in ("complete", "failed"):
-            raise StoreError(f"finish_run: status must be 'complete' or 'failed', got {status!r}")
+        """Close a running run; `load` optionally gives LOAD_COLUMNS (None = not reported);
+        'contended': measured, but its CPU was taken past the run's limit, so the cell was
+        measured again and this run is not kept (its rows were never appended);
+        contention_reruns: how many contended runs of the cell came before this one."""
+        if status not in ("complete", "failed", "contended"):
+            raise StoreError(
+                f"finish_run: status must be 'complete', 'failed' or 'contended', got {status!r}"
+            )
         load = dict(load or {})
         unknown = sorted(set(load) - set(LOAD_COLUMNS))
         if unknown:
@@ -248,6 +255,8 @@ class Store(RowAppends):
                     f"finish_run: load column {key} must be a finite number or None, got {value!r}"
                 )
         self._require_running(run_id, "finish_run")
+        if contention_reruns is not None:
+            load["contention_reruns"] = int(contention_reruns)
         sets = "".join(f", {k} = ?" for k in load)
         self.con.execute(
             f"UPDATE runs SET status = ?, finished_at = ?{sets} WHERE run_id = ?",

@@ -18,11 +18,12 @@ from typing import Any
 
 from runner.engine import EngineConfig
 from runner.engine.checkpoint import resolve_checkpoint
+from runner.experiments.validation.sequential import SEQUENTIAL_KEYS, check_sequential
 from runner.experiments.validation.workload import check_context, check_workload
 from runner.runtimes import knobs as runtime_knobs
 from runner.runtimes.knobs import DEFAULT_RUNTIME, RUNTIMES
 
-TOP_KEYS = ("title", "model", "seed", "rounds", "concurrency", "workload", "engine", "arms")
+TOP_KEYS = ("title", "model", "seed", "rounds", "concurrency", "workload", "engine", "arms", *SEQUENTIAL_KEYS)
 DEFAULT_ROUNDS = 3  # rounds enough for an interval
 ARM_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 _KNOB = re.compile(r"engine knob (\w+)|unknown engine knob\(s\) \['(\w+)'|^(\w+):")
@@ -111,6 +112,7 @@ def check(doc: dict) -> tuple[dict, list[tuple[str, str]]]:
         "seed": c.value(doc, "seed", "", "int", minimum=0),
         "rounds": c.value(doc, "rounds", "", "int", default=DEFAULT_ROUNDS, minimum=1),
     }
+    out.update(check_sequential(c, doc, out["rounds"]))
     concurrency = c.int_list(doc, "concurrency", "", 1)
     if concurrency and len(set(concurrency)) != len(concurrency):
         c.bad("concurrency", f"values must be distinct, got {concurrency}")

@@ -23,13 +23,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runner.experiments import lengths
 from runner.experiments.validation.arrivals import (
     MAX_CELL_SECONDS,
     check_arrivals,
     check_script,
     positive_number,
 )
+from runner.experiments.workloads import lengths
 
 WORKLOAD_KEYS = (
     "prompts",

@@ -7,6 +7,7 @@ on the post.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from markupsafe import Markup
@@ -15,10 +16,11 @@ from runner.publish.blocks.post_state import Failure, caller_line
 from runner.publish.metrics import METRICS, PER_PASS
 from runner.publish.sql.rows import ArmRuntime
 from runner.publish.stats import aa
-from runner.publish.stats.claims import Measured, claim_link, judge
+from runner.publish.stats.claims import Measured, claim_link, judge, stated_shown
 from runner.publish.stats.contention import judge_contention
 from runner.publish.stats.rate_views import value_rate
 from runner.publish.stats.shortfall import judge_short
+from runner.publish.stats.verdicts import parse_band
 
 
 def _of(requests: str | None) -> str:
@@ -41,7 +43,7 @@ class PostValues:
         spec = METRICS.get(metric)
         margin = self.aa_margin(metric, {c[0] for c in cells}) if kind in ("change", "ratio") else 0.0
         decimals, unit = (spec.decimals, spec.unit) if spec else (1, "")
-        m = Measured(value, lo, hi, n, kind, what, decimals, unit, margin, span)
+        m = Measured(value, lo, hi, n, kind, what, decimals, unit, margin, span, band=self.data.band)
         self.data.state.remember(m, cells={(self.data.experiment, *c) for c in cells})
         return m
 
@@ -151,7 +153,8 @@ class PostValues:
             base,
         )
 
-    def claim(self, stated: object, measured: object) -> Markup:
+    def claim(self, stated: object, measured: object, within: object = None) -> Markup:
+        """within: the claim's own band for "level" ("5%"), instead of the experiment's."""
         line = caller_line()
         if not isinstance(measured, Measured):
             self.data.fail(
@@ -161,6 +164,16 @@ class PostValues:
             )
             return Markup.escape(str(stated))
         cells = self.data.state.cells_of.get(id(measured), set())
+        missing = self.data.state.missing_of.get(id(measured))
+        if within is not None:
+            band = parse_band(within)
+            if band is None:
+                self.data.fail(
+                    f"claim({stated!r}, ..., within={within!r}): within= takes a percentage such as '5%'",
+                    line,
+                )
+                return Markup.escape(str(stated))
+            measured = replace(measured, band=band)
         self.data.state.claim_cells |= cells
         self.data.state.claim_experiments[len(self.data.state.verdicts) + 1] = frozenset(c[0] for c in cells)
         verdict = judge(
@@ -168,7 +181,7 @@ class PostValues:
             str(stated),
             measured,
             None if line is None else line + self.data.line_offset,
-            self.data.state.missing_of.get(id(measured)),
+            missing,
         )
         short = (
             self.data.reader.sweeps.short_cells(self.data.experiment, self.data.quick, self.data.cutoff(None))
@@ -187,4 +200,4 @@ class PostValues:
         )
         if not verdict.ok and not told:
             self.data.state.failures.append(Failure(self.data.key, verdict.line, verdict.failure_message()))
-        return self.data.token(str(claim_link(verdict)), str(stated), block=False)
+        return self.data.token(str(claim_link(verdict)), stated_shown(str(stated), measured), block=False)

@@ -35,6 +35,7 @@ from runner.publish.sql.home import (
 )
 from runner.publish.stats import aa
 from runner.publish.stats.regimes import Regimes, check_regimes
+from runner.publish.stats.verdicts import DEFAULT_BAND
 from runner.publish.stats.views import ViewCache
 
 
@@ -55,6 +56,7 @@ class PostData:
         declared_arms: tuple[str, ...] = (),
         labels: dict[str, str] | None = None,
         allow_short: bool = False,
+        band: float = DEFAULT_BAND,
     ):
         self.state, self.views = state, views
         self.reader, self.experiment, self.quick, self.as_of = views.reader, experiment, quick, None
@@ -69,6 +71,7 @@ class PostData:
         self.busy = self.reader.busy_cells(experiment, quick)
         self.short = self.reader.sweeps.short_cells(experiment, quick)  # (chip, arm, c) -> ShortCount
         self.allow_short = allow_short
+        self.band = band  # δ: a change within ±δ is level (the declaration's `equivalence`)
         self.aa_pair = aa.aa_pair(self.reader, experiment, quick)  # (arm, copy): the provenance's
         base, copy = self.aa_pair or (None, None)
         copy = copy if copy == f"{base}{aa.COPY_SUFFIX}" else None

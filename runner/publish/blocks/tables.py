@@ -19,6 +19,7 @@ from markupsafe import Markup
 from runner.publish.blocks.chiptabs import ChipPane, chip_tabs
 from runner.publish.blocks.postdata import PostData
 from runner.publish.blocks.templating import render_block
+from runner.publish.blocks.verdict_marks import verdict_mark
 from runner.publish.metrics import METRICS
 from runner.publish.sql import pages, sweeps
 from runner.publish.stats.rate_views import rate_text, rate_view, shown_rates
@@ -158,7 +159,16 @@ def _cell(data: PostData, view, m: str, chip: str, arm: str, base: str, conc: in
         "ratio_interval": interval_text(ratio.lo, ratio.hi, 2) if ratio else "",
         "change": change_text(change.value) if change else "",
         "change_interval": change_interval(change.lo, change.hi) if change else "",
+        "verdict": verdict_mark(data, change, m, chip) if change else "",
     }
+
+
+def judged_or_newest(data: PostData, chip: str):
+    """The view a first-screen figure reads on `chip`: the data the post judges on its home
+    chip (as its short answer and index line do), each other chip's newest."""
+    if chip == data.judging.chip_id:
+        return data.values.view(None, cutoff=data.cutoff())
+    return data.now
 
 
 def headline_table(datas: list[PostData], arm: str, base: str | None, metrics: list) -> Markup:
@@ -175,18 +185,20 @@ def headline_table(datas: list[PostData], arm: str, base: str | None, metrics: l
             continue
         for chip in data.regimes.chips:
             names[chip] = data.chip_names.get(chip, chip)
+            view = judged_or_newest(data, chip)
             for conc in pair_concurrencies(data):
                 cells = []
                 for m in metrics:
                     spec = METRICS[m]
-                    on, off = data.cells.get((chip, arm, conc, m)), data.cells.get((chip, b, conc, m))
-                    ch = data.now.compare(m, chip, arm, b, conc, "change")
+                    on, off = view.cells.get((chip, arm, conc, m)), view.cells.get((chip, b, conc, m))
+                    ch = view.compare(m, chip, arm, b, conc, "change")
                     cells.append(
                         {
                             "base": fmt(off.mean, spec.decimals) if off else "not measured",
                             "arm": fmt(on.mean, spec.decimals) if on else "not measured",
                             "change": change_text(ch.value),
                             "interval": change_interval(ch.lo, ch.hi),
+                            "verdict": verdict_mark(data, ch, m, chip),
                         }
                     )
                 by_chip.setdefault(chip, []).append(

@@ -15,6 +15,7 @@ see home.py).
 
 from __future__ import annotations
 
+from runner.publish.blocks.verdict_marks import measured_mark
 from runner.publish.blocks import chart_blocks
 
 from runner.publish.blocks import predicted_values
@@ -163,8 +164,11 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
     def prediction_chart(arms=None, base=None, experiment=None):
         return block(experiment, lambda d: prediction.prediction_chart(d, arms, base))
 
-    def claim(stated, measured):
-        return first.values.claim(stated, measured)
+    def claim(stated, measured, within=None):
+        return first.values.claim(stated, measured, within)
+
+    def verdict(measured):  # the value's verdict mark: faster, slower, level within ±δ, undecided
+        return measured_mark(measured)
 
     def traffic(profile, label="traffic", base=None, experiment=None):
         return block(experiment, lambda d: traffic_choice.traffic(d, profile, label, base))
@@ -208,6 +212,7 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
         "gain": gain,
         "ratio": ratio,
         "claim": claim,
+        "verdict": verdict,
         "predicted": predicted,
         "crossover": crossover,
         "prediction_chart": prediction_chart,

@@ -3,7 +3,8 @@
 - Which experiments a post names (`experiment:` or `experiments: [a, b]`), with the
   problems of a malformed field; whether it is a data post at all.
 - What the experiment's declaration says that a post needs (its arms in file order, the
-  first being the default base, and its model), when the declaration is readable here.
+  first being the default base, its model, and the band within which a change is
+  "level", `equivalence`), when the declaration is readable here.
 - Where a post's downloads go in the site.
 - Used by `post.py`, the plugin, `runner audit` and `make report` (`report_inputs.py`);
   it renders and queries nothing.
@@ -14,6 +15,8 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
+
+from runner.publish.stats.verdicts import DEFAULT_BAND, parse_band
 
 
 def downloads_folder(src_uri: str) -> str:
@@ -47,3 +50,14 @@ def declared(declarations: Path | None, experiment: str) -> tuple[tuple[str, ...
         return (), experiment
     arms, model = doc.get("arms", {}), doc.get("model", experiment)
     return (tuple(arms) if isinstance(arms, dict) else ()), str(model)
+
+
+def declared_band(declarations: Path | None, experiment: str) -> float:
+    """The declaration's `equivalence` as a fraction (default 10%; the declaration's own
+    check refuses a malformed one before anything is measured)."""
+    path = declarations / f"{experiment}.toml" if declarations else None
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8")) if path else {}
+    except (OSError, tomllib.TOMLDecodeError):
+        return DEFAULT_BAND
+    return parse_band(doc.get("equivalence", "")) or DEFAULT_BAND

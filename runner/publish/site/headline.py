@@ -17,6 +17,7 @@ from markupsafe import Markup
 from runner.publish.metrics import METRICS
 from runner.publish.blocks.post_state import Failure
 from runner.publish.blocks.postdata import PostData
+from runner.publish.blocks.verdict_marks import verdict_mark
 from runner.publish.blocks.tables import change_interval, change_text, pair_concurrencies
 
 FIELDS = ("arm", "base", "metric", "experiment", "requests")
@@ -90,7 +91,7 @@ def pair_line(datas: dict[str, PostData], meta: dict, default: str) -> Markup:
         return Markup("")
     if chip is None or not (data.arm_ok(headline.arm) and data.arm_ok(base)):
         return Markup("")
-    view = data.values.view(headline.requests, cutoff=data.judging.as_of)
+    view = data.values.view(headline.requests, cutoff=data.cutoff())
     regimes = []
     for conc in pair_concurrencies(data):
         est = view.compare(headline.metric, chip, headline.arm, base, conc, "change")
@@ -100,6 +101,7 @@ def pair_line(datas: dict[str, PostData], meta: dict, default: str) -> Markup:
                 "concurrency": conc,
                 "change": change_text(est.value) or "not measured",
                 "interval": change_interval(est.lo, est.hi),
+                "verdict": verdict_mark(data, est, headline.metric, chip),
             }
         )
     spec = METRICS[headline.metric]
@@ -114,12 +116,13 @@ def pair_line(datas: dict[str, PostData], meta: dict, default: str) -> Markup:
         of="" if headline.requests is None else f" of the {headline.requests} requests",
         chip=data.chip_names.get(chip, chip),
         pairs=Markup("; ").join(
-            Markup('<span data-concurrency="{c}">{label}{n} <strong>{change}</strong>{iv}</span>').format(
+            Markup('<span data-concurrency="{c}">{label}{n} <strong>{change}</strong>{iv}{v}</span>').format(
                 c=r["concurrency"],
                 label=r["label"],
                 n=f" ({r['concurrency']})" if r["label"] == "ceiling" else "",
                 change=r["change"],
                 iv=f" ({r['interval']})" if r["interval"] else "",
+                v=Markup(" ") + r["verdict"] if r["verdict"] else "",
             )
             for r in regimes
         ),

@@ -27,7 +27,7 @@ from runner.publish.sql.reader import QueryError, Reader
 from runner.publish.site import post_sections as sections
 from runner.publish.site.api import post_api
 from runner.publish.stats.claims import Verdict
-from runner.publish.site.frontmatter import declared, downloads_folder, experiments_of
+from runner.publish.site.frontmatter import declared_band, declared, downloads_folder, experiments_of
 from runner.publish.site.headline import pair_line
 from runner.publish.sql.home import Judging, match_chip, post_cutoff, read_pin, resolve_home, unseen_by_home
 from runner.publish.blocks.notes import Note, as_day, declared_notes
@@ -122,6 +122,7 @@ class _Post:
                 labels=labels,
                 declared_arms=arms,
                 allow_short=declared_allow_short(self.declarations, e),
+                band=declared_band(self.declarations, e),
             )
             out[e].model = Path(model).name
         return out

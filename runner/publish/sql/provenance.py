@@ -52,7 +52,10 @@ SELECT c.chip_id, count(*) AS runs,
        max(greatest(c.loadavg_start, c.loadavg_end)) AS load_max,
        max(c.steal_fraction) AS steal_max,
        max(c.busy_fraction_other) AS busy_other_max,
-       count(*) FILTER (WHERE c.loadavg_start IS NOT NULL) AS with_load
+       count(*) FILTER (WHERE c.loadavg_start IS NOT NULL) AS with_load,
+       count(c.contention_reruns) AS ruled,
+       coalesce(sum(c.contention_reruns), 0) AS reruns,
+       count(*) FILTER (WHERE c.contention_reruns > 0) AS rerun_cells
 FROM chosen c
 GROUP BY c.chip_id ORDER BY c.chip_id"""
 )

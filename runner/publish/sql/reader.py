@@ -277,7 +277,8 @@ class Reader:
     def load_by_chip(self, experiment: str, quick: bool) -> dict[str, dict]:
         """chip_id -> the load figures of its runs."""
         p = {"experiment": experiment, "quick": quick, "as_of": None}
-        keys = ("runs", "load_min", "load_max", "steal_max", "busy_other_max", "with_load")
+        keys = ("runs", "load_min", "load_max", "steal_max", "busy_other_max", "with_load", "ruled")
+        keys += ("reruns", "rerun_cells")  # the contention rule: runs it judged, re-runs, cells re-run
         return {r[0]: dict(zip(keys, r[1:])) for r in self._rows(LOAD_SQL, p)}
 
     def busy_cells(self, experiment: str, quick: bool) -> set[CellKey]:

@@ -82,6 +82,7 @@ class RateReader:
 
     def __init__(self, reader, rate: float):
         self.reader, self.rate = reader, rate
+        self.judging = reader.judging  # a rate's View asks the same designs
 
     def run_values(self, *args) -> dict:
         return self.reader.run_values(*args, rate=self.rate)

@@ -9,10 +9,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from runner.publish.sql.home import Cutoff
 from runner.publish.sql.pages import CHOSEN_RUNS
 from runner.publish.sql.rows import LaterRun
 from runner.publish.sql.views import (
+    DESIGNS_SQL,
     FOLDERS_OF_CHIPS_SQL,
     MEASUREMENT_FOLDERS_SQL,
     PROBE_OF_RUNS_SQL,
@@ -86,3 +89,15 @@ class ViewQueries:
         return (
             [r[0] for r in self._rows(MEASUREMENT_FOLDERS_SQL, {"experiment": experiment})] if has else None
         )
+
+    def designs(self, experiment: str, quick: bool, as_of: datetime | Cutoff | None) -> dict[str, str]:
+        """chip -> the looks of the sequential design its chosen runs were measured under
+        (the one with the most looks when runs differ); chips of a fixed design are absent."""
+        sql, p = judged(
+            "WITH " + CHOSEN_RUNS + DESIGNS_SQL, {"experiment": experiment, "quick": quick, "as_of": as_of}
+        )
+        out: dict[str, str] = {}
+        for chip, looks in self._rows(sql, p):
+            if chip not in out or (looks.count(","), looks) > (out[chip].count(","), out[chip]):
+                out[chip] = looks
+        return out

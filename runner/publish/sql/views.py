@@ -71,3 +71,7 @@ SELECT chip_id, probe_prefill_gflops, probe_decode_gflops, probe_read_gbps, coun
        strftime(min(started_at), '%Y-%m-%d') AS first_day
 FROM chosen WHERE probe_prefill_gflops IS NOT NULL
 GROUP BY ALL ORDER BY chip_id, first_day, probe_prefill_gflops"""
+
+# The sequential designs of a view's runs per chip (runs.looks, "3,6,12"; none: fixed).
+DESIGNS_SQL = """
+SELECT DISTINCT chip_id, looks FROM chosen WHERE looks IS NOT NULL ORDER BY chip_id, looks"""

@@ -11,8 +11,11 @@ The rules, each verdict naming the one that decided it:
 - Where the experiment has an A/A pair (`aa.py`), a direction also needs its interval to
   lie further from no change than any interval between the identical arms did on that
   chip and metric (`Measured.margin`, a log ratio, so a claim and its reverse meet one bar).
-- "level" (also "±0%") on a gain or ratio says "no difference": it holds only when the
-  interval includes no change.
+- "level" (also "±0%") on a gain or ratio is an equivalence claim: it holds only when the
+  whole interval lies within ±δ (`verdicts.py`; δ is the experiment's `equivalence`,
+  default 10%, or the claim's `within=`), and is shown as "level (within ±10%)". An
+  interval that includes no change but reaches past ±δ is undecided: the claim fails
+  with that word and about how many rounds would decide it.
 - A figure with no interval (measured in one round: "1 round: no interval") can hold by
   rounding, but cannot carry a direction or "level".
 This module neither queries nor renders; it works on Measured values it is given.
@@ -27,6 +30,15 @@ from dataclasses import dataclass
 from markupsafe import Markup, escape
 
 from runner.publish.stats.intervals import no_interval_text
+from runner.publish.stats.verdicts import (
+    AT_MARGIN,
+    DEFAULT_BAND,
+    LEVEL,
+    UNDECIDED,
+    Decision,
+    band_text,
+    decide,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +57,7 @@ class Measured:
     margin: float = 0.0  # how far past no change a direction's interval must lie (the A/A's; log ratio)
     span: tuple[float, float] | None = None  # the range an open (infinite) bound lies beyond
     bound: str = ""  # no value, but what the data does say (e.g. "at least 8 req/s")
+    band: float = DEFAULT_BAND  # δ: a change within ±δ is "level" (verdicts.py)
 
     def text(self) -> str:
         if self.value is None:
@@ -88,16 +101,17 @@ class Measured:
         if point is None or self.lo is None or self.hi is None:
             return False
         lo, hi = _log_ratio(self.lo + 1 - point), _log_ratio(self.hi + 1 - point)
-        return lo > self.margin + _AT_MARGIN or hi < -self.margin - _AT_MARGIN
+        return lo > self.margin + AT_MARGIN or hi < -self.margin - AT_MARGIN
+
+    def decision(self) -> Decision | None:
+        """faster, slower, level within ±δ or undecided (verdicts.py); None: no interval."""
+        return decide(self.lo, self.hi, self.n_rounds, self.kind, self.band, self.margin)
 
     def __str__(self) -> str:
         return self.text()
 
     def __html__(self) -> str:
         return str(escape(self.text()))
-
-
-_AT_MARGIN = 1e-9  # log-ratio rounding between an interval and its reverse
 
 
 def _log_ratio(ratio: float) -> float:
@@ -179,13 +193,14 @@ def judge(
     if is_level(stated_text):
         if measured.no_change() is None:
             return verdict(False, "'level' needs a comparison (gain(), ratio() or traffic_gain())")
-        inc = measured.includes_no_change()
-        if inc is None:
+        decision, band = measured.decision(), band_text(measured.band)
+        if decision is None:
             return verdict(False, f"{no_interval_text(measured.n_rounds)} cannot show no difference")
-        return verdict(
-            inc,
-            "level: the interval includes no change" if inc else "not level: the interval excludes no change",
-        )
+        if decision.kind == LEVEL:
+            return verdict(True, f"level: the whole interval lies within \u00b1{band}")
+        if decision.kind == UNDECIDED:
+            return verdict(False, f"undecided: {reach(measured)}{more_rounds(decision)}")
+        return verdict(False, f"not level: the interval excludes no change and reaches past \u00b1{band}")
     try:
         stated = parse_stated(stated_text, measured.kind)
     except ClaimSyntaxError as e:
@@ -223,9 +238,29 @@ def judge(
     return verdict(True, f"{reason}; the interval excludes no change")
 
 
+def reach(measured: Measured) -> str:
+    """Why an interval decides nothing: past the band, and not clear of no change."""
+    past = f"the interval reaches past \u00b1{band_text(measured.band)}"
+    if measured.includes_no_change():
+        return f"{past} and includes no change"
+    return f"{past} and does not clear the A/A margin \u00b1{math.expm1(measured.margin):.1%}"
+
+
+def more_rounds(decision: Decision) -> str:
+    n = decision.rounds_to_decide
+    return "" if n is None else f" (about {n} rounds would decide it)"
+
+
+def stated_shown(stated: str, measured: object) -> str:
+    """What the page prints for a stated figure: "level" says its band."""
+    if is_level(stated) and isinstance(measured, Measured):
+        return f"level (within \u00b1{band_text(measured.band)})"
+    return stated
+
+
 def claim_link(verdict: Verdict) -> Markup:
     cls = "bothrows-claim" + ("" if verdict.ok else " bothrows-claim-failed")
     title = f"recomputed {verdict.measured.text()}"
     return Markup('<a class="{}" id="claim-{}" href="#audit-claim-{}" title="{}">{}</a>').format(
-        cls, verdict.number, verdict.number, title, verdict.stated
+        cls, verdict.number, verdict.number, title, stated_shown(verdict.stated, verdict.measured)
     )

@@ -32,6 +32,8 @@ The method, in one place:
   (acceptance, `metrics.SHARES`).
 - What no interval sees, a bias repeated in every round such as one arm's runs losing
   more CPU to other tenants, is `contention.py`'s.
+- Measured until decided (a sequential design, `sequential.py`), every interval of the
+  chip's runs is that design's: its t and order statistic use the error its look spends.
 - No randomness: the same database gives the same intervals on every machine (bounds are
   rounded to 12 significant digits).
 
@@ -49,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from runner.publish.metrics import SHARES, percentile_of
+from runner.publish.stats.sequential import confidence, critical
 
 LEVEL = 0.95
 MIN_ROUNDS = 2  # fewer rounds give no interval
@@ -93,22 +96,28 @@ def rounds_for_half_width(n_rounds: int, most: int = 1000) -> int | None:
     return next((r for r in range(n_rounds + 1, most) if t975(r - 1) / math.sqrt(r) <= goal), None)
 
 
-def _half(values: np.ndarray) -> np.ndarray:
+def _half(values: np.ndarray, schedule: tuple[int, ...] = ()) -> np.ndarray:
+    """schedule: a sequential design's looks (sequential.py), which widen every look's t."""
     r = values.shape[-1]
-    return t975(r - 1) * values.std(axis=-1, ddof=1) / math.sqrt(r)
+    t = critical(r, schedule) if len(schedule) > 1 else t975(r - 1)
+    return t * values.std(axis=-1, ddof=1) / math.sqrt(r)
 
 
-def level_bounds(values: np.ndarray, value: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def level_bounds(
+    values: np.ndarray, value: np.ndarray | None = None, schedule: tuple[int, ...] = ()
+) -> tuple[np.ndarray, np.ndarray]:
     """(..., R) rounds' values -> (lo, hi) around `value` (default: their mean); a figure
     that is never negative keeps its lower bound at 0 or above."""
     values = np.asarray(values, dtype=float)
     center = values.mean(axis=-1) if value is None else np.asarray(value, dtype=float)
-    half = _half(values)
+    half = _half(values, schedule)
     lo = np.where((values >= 0).all(axis=-1), np.maximum(center - half, 0.0), center - half)
     return lo, center + half
 
 
-def ratio_bounds(on: np.ndarray, base: np.ndarray, ratio: np.ndarray | None = None) -> tuple:
+def ratio_bounds(
+    on: np.ndarray, base: np.ndarray, ratio: np.ndarray | None = None, schedule: tuple[int, ...] = ()
+) -> tuple:
     """Paired (..., R) rounds' values of two arms -> (lo, hi) of on / base around `ratio`
     (default: mean(on) / mean(base)): log scale when every value is positive."""
     on, base = np.asarray(on, dtype=float), np.asarray(base, dtype=float)
@@ -116,14 +125,14 @@ def ratio_bounds(on: np.ndarray, base: np.ndarray, ratio: np.ndarray | None = No
     with np.errstate(invalid="ignore", divide="ignore"):
         point = on.mean(axis=-1) / base_mean if ratio is None else np.asarray(ratio, dtype=float)
         positive = (on > 0).all(axis=-1) & (base > 0).all(axis=-1)
-        log_half = _half(np.log(np.where((on > 0) & (base > 0), on / base, 1.0)))
-        lin_half = _half(on - base) / np.abs(base_mean)
+        log_half = _half(np.log(np.where((on > 0) & (base > 0), on / base, 1.0)), schedule)
+        lin_half = _half(on - base, schedule) / np.abs(base_mean)
     lo = np.where(positive, point * np.exp(-log_half), point - lin_half)
     hi = np.where(positive, point * np.exp(log_half), point + lin_half)
     return lo, hi
 
 
-def upper_rank(n: int, q: float) -> float | None:
+def upper_rank(n: int, q: float, level: float = LEVEL) -> float | None:
     """The 1-based rank m of the order statistic of `n` independent draws that bounds the
     population's q-quantile Q from above at 97.5%: X_(m) < Q only when B >= m, B the
     binomial count of draws at or below Q. A whole rank can keep that miss far under 2.5%
@@ -135,7 +144,7 @@ def upper_rank(n: int, q: float) -> float | None:
     log_choose = np.concatenate([[0.0], np.cumsum(np.log(n - j[1:] + 1.0) - np.log(j[1:]))])
     with np.errstate(divide="ignore"):
         pmf = np.exp(log_choose + j * math.log(q) + (n - j) * math.log1p(-q))
-    tail = (1 - LEVEL) / 2
+    tail = (1 - level) / 2
     above = np.cumsum(pmf[::-1])[::-1]  # above[m] = P(B >= m): how often X_(m) < Q
     ok = np.nonzero(above[1:] <= tail)[0]
     if not len(ok):
@@ -144,13 +153,15 @@ def upper_rank(n: int, q: float) -> float | None:
     return float(m) if m == 1 else m - (tail - above[m]) / (above[m - 1] - above[m])
 
 
-def percentile_bounds(values: np.ndarray, pooled: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
+def percentile_bounds(
+    values: np.ndarray, pooled: np.ndarray, q: float, schedule: tuple[int, ...] = ()
+) -> tuple[np.ndarray, np.ndarray]:
     """(..., R) rounds' q-quantiles and (..., N) their requests pooled -> (lo, hi): the t
     interval over the rounds, its upper bound raised to the pooled requests' order
     statistic bounding the q-quantile from above (`upper_rank`); NaN where N requests
     cannot bound it."""
-    t_lo, t_hi = level_bounds(values)
-    m = upper_rank(np.shape(pooled)[-1], q)
+    t_lo, t_hi = level_bounds(values, schedule=schedule)
+    m = upper_rank(np.shape(pooled)[-1], q, confidence(np.shape(values)[-1], schedule))
     if m is None:
         return np.full_like(t_lo, np.nan), np.full_like(t_hi, np.nan)
     ordered = np.sort(np.asarray(pooled, dtype=float), axis=-1)
@@ -168,33 +179,35 @@ def _estimate(value: float, lo: float, hi: float, n: int) -> Estimate:
     return Estimate(value, min(lo, value), max(hi, value), n)
 
 
-def level(value: float, rounds: list[float]) -> Estimate:
+def level(value: float, rounds: list[float], schedule: tuple[int, ...] = ()) -> Estimate:
     """A figure (the mean of `rounds`, or `value` formed from them) and its interval."""
     if len(rounds) < MIN_ROUNDS:
         return Estimate(value, None, None, len(rounds))
-    lo, hi = level_bounds(np.asarray(rounds, dtype=float), value)
+    lo, hi = level_bounds(np.asarray(rounds, dtype=float), value, schedule)
     return _estimate(value, lo, hi, len(rounds))
 
 
-def percentile_level(value: float, rounds: list[float], pooled: np.ndarray, q: float) -> Estimate:
+def percentile_level(
+    value: float, rounds: list[float], pooled: np.ndarray, q: float, schedule: tuple[int, ...] = ()
+) -> Estimate:
     """A percentile over requests (the mean of `rounds`' q-quantiles) and its interval from
     the rounds and their `pooled` requests' values (`percentile_bounds`)."""
     pooled = np.asarray(pooled, dtype=float)
     pooled = pooled[~np.isnan(pooled)]
     if len(rounds) < MIN_ROUNDS:
         return Estimate(value, None, None, len(rounds))
-    lo, hi = percentile_bounds(np.asarray([rounds], dtype=float), pooled[None], q)
+    lo, hi = percentile_bounds(np.asarray([rounds], dtype=float), pooled[None], q, schedule)
     return _estimate(value, lo[0], hi[0], len(rounds))
 
 
-def paired(ratio: float, on: dict, base: dict, kind: str) -> Estimate:
+def paired(ratio: float, on: dict, base: dict, kind: str, schedule: tuple[int, ...] = ()) -> Estimate:
     """on / base (kind "ratio") or that minus 1 ("change"), the interval from the rounds
     ({round: value}) both arms measured."""
     shift = 1.0 if kind == "change" else 0.0
     common = sorted(set(on) & set(base))
     if len(common) < MIN_ROUNDS:
         return Estimate(ratio - shift, None, None, len(common))
-    lo, hi = ratio_bounds([on[r] for r in common], [base[r] for r in common], ratio)
+    lo, hi = ratio_bounds([on[r] for r in common], [base[r] for r in common], ratio, schedule)
     return _estimate(ratio - shift, lo - shift, hi - shift, len(common))
 
 
@@ -203,10 +216,12 @@ class Intervals:
 
     runs: {(chip, arm, concurrency, round): {metric: value or None}}; requests: called
     once a percentile is asked for, {(chip, arm, concurrency, round): {column: (request
-    ids, values)}} (None: percentiles get the rounds' t interval alone)."""
+    ids, values)}} (None: percentiles get the rounds' t interval alone); designs: {chip:
+    the looks of the sequential design its runs were measured under} (absent: fixed)."""
 
-    def __init__(self, runs: dict, requests: Callable[[], dict] | None = None):
+    def __init__(self, runs: dict, requests: Callable[[], dict] | None = None, designs: dict | None = None):
         self._requests = requests
+        self._designs = designs or {}
         self._cells: dict[tuple, dict[int, dict]] = {}  # (chip, arm, concurrency) -> {round: run}
         for (c, a, k, r), v in sorted(runs.items()):
             self._cells.setdefault((c, a, k), {})[r] = v
@@ -225,14 +240,15 @@ class Intervals:
         vals = list(by_round.values())
         percentile = percentile_of(metric)
         if percentile is None or self._requests is None:
-            e = level(sum(vals) / len(vals), vals)
+            e = level(sum(vals) / len(vals), vals, self._designs.get(chip, ()))
             if metric in SHARES and e.hi is not None:  # a share's t interval can pass 1
                 return Estimate(e.value, e.lo, min(e.hi, max(1.0, e.value)), e.n_rounds)
             return e
         column, q = percentile
         runs = self._requests()
         parts = [runs.get((chip, arm, conc, r), {}).get(column, ((), ()))[1] for r in by_round]
-        return percentile_level(sum(vals) / len(vals), vals, np.concatenate([[], *parts]), q)
+        pooled = np.concatenate([[], *parts])
+        return percentile_level(sum(vals) / len(vals), vals, pooled, q, self._designs.get(chip, ()))
 
     def compare(self, metric: str, chip: str, arm: str, base: str, conc: int, kind: str) -> Estimate:
         """arm over base (kind "ratio") or that minus 1 ("change"), paired by round."""
@@ -240,7 +256,7 @@ class Intervals:
         if not a or not b or not sum(b.values()):
             return NONE
         ratio = (sum(a.values()) / len(a)) / (sum(b.values()) / len(b))
-        return paired(ratio, a, b, kind)
+        return paired(ratio, a, b, kind, self._designs.get(chip, ()))
 
     def weighted(self, metric: str, chip: str, arm: str, shares: tuple) -> dict[int, float]:
         """{round: sum over (concurrency, share) of share x the round's value} over the

@@ -17,6 +17,7 @@ from datetime import datetime
 from runner.publish.sql import sweep_queries
 from runner.publish.sql.reader import CellStat, Reader
 from runner.publish.stats.intervals import Estimate, Intervals
+from runner.publish.stats.sequential import parse_looks
 
 
 class CellMap(Mapping):
@@ -62,7 +63,8 @@ class View:
         self.reader = reader
         self._requests: dict | None = None
         self.runs = reader.run_values(experiment, quick, as_of, label)
-        self.intervals = Intervals(self.runs, lambda: self.requests)
+        designs = {c: parse_looks(s) for c, s in reader.judging.designs(experiment, quick, as_of).items()}
+        self.intervals = Intervals(self.runs, lambda: self.requests, designs)
         self.cells = CellMap(self.intervals, self.runs)
         self.measured = {(c, a, k) for (c, a, k, _) in self.runs}
         self.chip_ids = tuple(sorted({c for (c, _, _, _) in self.runs}))

@@ -33,7 +33,7 @@ from typing import Iterator
 
 from runner.experiments.cell import needs_more
 from runner.experiments.declaration import Workload
-from runner.experiments.workload import PromptStream
+from runner.experiments.workloads.workload import PromptStream
 
 NS = 1_000_000_000
 POISSON_CLIENT = 0  # one arrival process: every Poisson request is client 0

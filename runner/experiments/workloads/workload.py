@@ -25,8 +25,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from runner.experiments.datasets import DatasetError, is_dataset, read_dataset
 from runner.experiments.declaration import Workload
+from runner.experiments.workloads.datasets import DatasetError, is_dataset, read_dataset
 from runner.prompts import PromptsError, read_prompts
 
 

@@ -5,7 +5,7 @@ dataset workloads run offline.
 Each held-out text (in a seeded order, the first COUNT) is cut at a seeded token: the
 text before the cut is the prompt (16 to 256 tokens, lognormal around 64), and the
 number of tokens after it, at most 256, is the request's output length (what the
-text's author went on to write). Run: `python -m runner.experiments.make_dataset`.
+text's author went on to write). Run: `python -m runner.experiments.workloads.make_dataset`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from runner.engine.checkpoint import resolve_checkpoint
-from runner.experiments.lengths import LengthDist
+from runner.experiments.workloads.lengths import LengthDist
 from runner.prompts import read_prompts
 
 OUT = Path("reports/experiments/data/heldout-requests.jsonl")

@@ -1,0 +1,192 @@
+"""Measuring until decided: after the declared rounds, rounds are added at the design's
+pre-declared looks (`publish/stats/sequential.py`) to the concurrencies whose deciding
+comparisons are still undecided, until each is decided, `max_rounds` is reached or the
+budget ends.
+
+- The deciding comparisons: the post's `headline:` arm against its base on its metric at
+  one sequence and at the ceiling, when a post names this experiment with one; otherwise
+  every arm against the first declared arm on decode and aggregate tok/s at every
+  concurrency. A comparison of two identical arms (the A/A pair) is one like any other
+  (it can only be decided level), and the pair is always measured beside the others.
+- At each look the statistics floor judges them (`verdicts.decide`, with the design's
+  interval and the A/A margin); the next look's rounds are planned for the undecided
+  concurrencies and the arms their comparisons name, counterbalanced as ever
+  (`cell_plan.py`); cells already complete are skipped, so a killed run resumes the
+  sequence where it was. A budget that ends first is a normal end: the page says
+  undecided.
+- The database is read between looks through the query layer (the store is closed
+  then); this module writes nothing itself and prints through `Progress`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.experiments.declaration import Experiment
+from runner.experiments.progress import Progress
+
+DEFAULT_METRICS = ("decode_tps", "aggregate_tps")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    arm: str
+    base: str
+    metric: str
+    concurrencies: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"{self.metric} of {self.arm} vs {self.base}"
+
+
+def with_arguments(exp: Experiment, budget: str | None, max_rounds: int | None) -> Experiment:
+    """`--until-decided [--budget D] [--max-rounds N]` applied to the declaration; a
+    ValueError names the flag and the value it cannot take."""
+    from runner.experiments.validation.sequential import parse_duration
+
+    seconds = parse_duration(budget) if budget is not None else None
+    if budget is not None and seconds is None:
+        raise ValueError(f"--budget: expected a duration such as 20m, 90s or 1h30m, got {budget!r}")
+    if max_rounds is not None and max_rounds < exp.rounds:
+        raise ValueError(
+            f"--max-rounds: must be at least the declared rounds ({exp.rounds}), got {max_rounds}"
+        )
+    return exp.until_decided(max_rounds, seconds)
+
+
+def deciding_comparisons(exp: Experiment, headline: dict | None = None) -> list[Comparison]:
+    """The comparisons a run measures until decided (see the module docstring)."""
+    arms = list(exp.arms)
+    ceiling = max(exp.concurrency)
+    if headline and headline.get("arm") in arms and (headline.get("base") or arms[0]) in arms:
+        pair = (1, ceiling) if 1 in exp.concurrency else (ceiling,)
+        out = [Comparison(headline["arm"], headline.get("base") or arms[0], headline["metric"], pair)]
+        if exp.aa_copy in arms:
+            out.append(Comparison(exp.aa_copy, arms[0], headline["metric"], pair))
+        return out
+    every = tuple(sorted(exp.concurrency))
+    return [Comparison(a, arms[0], m, every) for a in arms[1:] for m in DEFAULT_METRICS]
+
+
+def post_headline(exp: Experiment) -> dict | None:
+    """The `headline:` front matter of a post naming this experiment (beside its
+    declaration folder's blog), applied to each experiment the post names."""
+    from mkdocs.utils.meta import get_data
+
+    from runner.publish.site.frontmatter import experiments_of
+
+    docs = Path(exp.source).resolve().parent.parent
+    for path in sorted((docs / "blog").rglob("*.md")) if (docs / "blog").is_dir() else []:
+        try:
+            _, meta = get_data(path.read_text(encoding="utf-8-sig"))
+        except (OSError, UnicodeDecodeError):
+            continue
+        names, _ = experiments_of(meta)
+        headline = meta.get("headline")
+        if exp.name in names and isinstance(headline, dict) and isinstance(headline.get("metric"), str):
+            return headline
+    return None
+
+
+@dataclass(frozen=True)
+class Judged:
+    comparison: Comparison
+    concurrency: int
+    text: str  # the change and its interval, as the page prints it
+    kind: str | None  # verdicts' kind; None: not measured yet
+
+
+def judge_look(db: Path, exp: Experiment, chip_id: str, comparisons: list[Comparison]) -> list[Judged]:
+    """Each comparison at each of its concurrencies, judged on this chip's data now."""
+    from runner.publish.sql.reader import Reader
+    from runner.publish.stats import aa
+    from runner.publish.stats.verdicts import decide
+    from runner.publish.stats.views import ViewCache
+
+    out = []
+    with Reader(db) as reader:
+        view = ViewCache(reader).get(exp.name, exp.quick, None)
+        margins = {
+            (chip, c.metric): c.margin
+            for chip, covs in aa.coverage(reader, exp.name, exp.quick).items()
+            for c in covs
+        }
+        for cmp in comparisons:
+            for conc in cmp.concurrencies:
+                e = view.compare(cmp.metric, chip_id, cmp.arm, cmp.base, conc, "change")
+                margin = margins.get((chip_id, cmp.metric), 0.0)
+                d = decide(e.lo, e.hi, e.n_rounds, "change", exp.equivalence, margin)
+                text = "not measured" if e.value is None else f"{e.value:+.1%}"
+                if e.lo is not None:
+                    text += f" [{e.lo:+.1%}, {e.hi:+.1%}] over {e.n_rounds} rounds"
+                out.append(Judged(cmp, conc, text, d.kind if d else None))
+    return out
+
+
+def run_until_decided(exp: Experiment, db: Path, progress: Progress, run) -> object:
+    """`run(experiment, keep, deadline)` runs cells (execute.run_experiment bound to its
+    store options) and returns a RunSummary."""
+    from runner.publish.stats.verdicts import UNDECIDED
+
+    started = time.monotonic()
+    deadline = None if exp.budget_s is None else started + exp.budget_s
+    schedule = exp.schedule
+    summary = run(exp, None, None)
+    comparisons = deciding_comparisons(exp, post_headline(exp))
+    pair = {exp.aa_copy, next(iter(exp.arms))} if exp.aa_copy in exp.arms else set()
+    for look, rounds in enumerate(schedule[1:], start=2):
+        judged = judge_look(db, exp, summary.chip_id, comparisons)
+        _print_look(progress, look - 1, schedule, judged)
+        open_ = [j for j in judged if j.kind in (UNDECIDED, None)]
+        if not open_:
+            progress.note("every deciding comparison is decided")
+            return summary
+        if deadline is not None and time.monotonic() >= deadline:
+            progress.note(
+                f"the budget of {exp.budget_s:g} s is spent: {len(open_)} comparison(s) stay undecided"
+            )
+            return summary
+        wanted = {(arm, j.concurrency) for j in open_ for arm in (j.comparison.arm, j.comparison.base, *pair)}
+        progress.note(
+            f"look {look} of {len(schedule)}: measuring up to {rounds} rounds at concurrency "
+            f"{', '.join(str(c) for c in sorted({c for _, c in wanted}))}"
+        )
+        more = run(
+            dataclasses.replace(exp, rounds=rounds),
+            lambda cell: (cell.arm, cell.concurrency) in wanted,
+            deadline,
+        )
+        summary = _added(summary, more)
+        if more.stopped_by_budget:
+            progress.note(
+                "the budget ended inside this look: the comparisons are judged on the rounds measured"
+            )
+            break
+    _print_look(progress, len(schedule), schedule, judge_look(db, exp, summary.chip_id, comparisons))
+    return summary
+
+
+def _print_look(progress: Progress, look: int, schedule: tuple[int, ...], judged: list[Judged]) -> None:
+    undecided = [j for j in judged if j.kind in ("undecided", None)]
+    rounds = ", ".join(map(str, schedule))
+    decided = len(judged) - len(undecided)
+    progress.note(f"look {look} of {len(schedule)} (rounds {rounds}): {decided} of {len(judged)} decided")
+    for j in judged:
+        progress.note(
+            f"  {j.comparison} at concurrency {j.concurrency}: {j.text}: {j.kind or 'no interval yet'}"
+        )
+
+
+def _added(a, b):
+    return dataclasses.replace(
+        a,
+        planned=a.planned + b.planned,
+        skipped=a.skipped + b.skipped,
+        completed=a.completed + b.completed,
+        faults=a.faults + b.faults,
+        failed_cell=b.failed_cell or a.failed_cell,
+        stopped_by_budget=b.stopped_by_budget,
+    )

@@ -1,0 +1,108 @@
+"""`runner run --until-decided` end to end on a random checkpoint: the declared rounds,
+then rounds added at the design's looks to the concurrencies whose comparisons are
+undecided; a budget that ends first is a normal end, and running again continues the
+sequence; every run records its design. Bad flags are refused with one line."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from runner.cli import main as cli
+from runner.experiments.declaration import load
+from runner.experiments.until_decided import deciding_comparisons
+from runner.train.random_init import write_random_checkpoint
+
+
+def declaration(model: Path) -> str:
+    return textwrap.dedent(f"""\
+        title = "a/a until decided"
+        model = "{model}"
+        seed = 5
+        rounds = 2
+        concurrency = [1, 2]
+
+        [workload]
+        prompts = "heldout"
+        requests_per_client = 1
+        prompt_tokens = [8, 16]
+        max_new_tokens = 6
+        min_cell_seconds = 0
+
+        [engine]
+        max_batch_size = 2
+
+        [arms.a]
+        mtp = false
+
+        [arms.b]
+        mtp = false
+        """)
+
+
+@pytest.fixture(scope="module")
+def decl(tmp_path_factory):
+    root = tmp_path_factory.mktemp("until")
+    path = root / "aa.toml"
+    path.write_text(declaration(write_random_checkpoint(root / "model", seed=2)))
+    return path
+
+
+def _rounds(db: Path) -> dict[tuple[str, int], int]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute(
+            "SELECT arm, concurrency, count(DISTINCT round), min(looks), max(looks) FROM runs "
+            "WHERE status = 'complete' GROUP BY 1, 2"
+        ).fetchall()
+    finally:
+        con.close()
+    assert {(lo, hi) for *_, lo, hi in rows} == {("2,4", "2,4")}  # every run records its design
+    return {(arm, c): n for arm, c, n, *_ in rows}
+
+
+def test_a_spent_budget_ends_normally_and_running_again_continues_the_sequence(decl, tmp_path, capfd):
+    db = tmp_path / "runs.duckdb"
+    args = ["run", str(decl), "--db", str(db), "--no-openblas", "--until-decided", "--max-rounds", "4"]
+    assert cli([*args, "--budget", "1s"]) == 0
+    first = capfd.readouterr().err
+    assert "look 1 of 2 (rounds 2, 4)" in first and "stay undecided" in first
+    assert set(_rounds(db).values()) == {2}
+    undecided = {
+        int(c) for c in re.findall(r"of b vs a at concurrency (\d): .*: undecided", first)
+    }  # at two rounds a 97.5% t interval has t = 25: nothing is decided
+    assert undecided
+    assert cli(args) == 0
+    second = capfd.readouterr().err
+    assert "look 2 of 2: measuring up to 4 rounds" in second and "look 2 of 2 (rounds 2, 4)" in second
+    rounds = _rounds(db)
+    assert {c for (_, c), n in rounds.items() if n == 4} == undecided
+    assert all(rounds[("a", c)] == rounds[("b", c)] for c in (1, 2))
+
+
+def test_the_deciding_comparisons_default_to_every_arm_against_the_first_on_two_metrics(decl):
+    exp = load(decl)
+    assert [(c.arm, c.base, c.metric, c.concurrencies) for c in deciding_comparisons(exp)] == [
+        ("b", "a", "decode_tps", (1, 2)),
+        ("b", "a", "aggregate_tps", (1, 2)),
+    ]
+    headline = deciding_comparisons(exp, {"arm": "b", "base": "a", "metric": "prefill_tps"})
+    assert [(c.metric, c.concurrencies) for c in headline] == [("prefill_tps", (1, 2))]
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--budget", "soon"], "--budget: expected a duration"),
+        (["--max-rounds", "1"], "--max-rounds: must be at least"),
+    ],
+)
+def test_bad_flags_are_one_line_and_measure_nothing(decl, tmp_path, capfd, flags, words):
+    db = tmp_path / "runs.duckdb"
+    assert cli(["run", str(decl), "--db", str(db), "--no-openblas", "--until-decided", *flags]) == 2
+    err = capfd.readouterr().err
+    assert words in err and not db.exists()
