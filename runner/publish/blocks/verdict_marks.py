@@ -30,7 +30,7 @@ def verdict_mark(data, estimate: Estimate | None, metric: str, chip: str, kind: 
     margin = data.values.aa_margin(metric, {chip})
     spec = METRICS.get(metric)
     decision = decide(estimate.lo, estimate.hi, estimate.n_rounds, kind, data.band, margin)
-    return _mark(decision, spec.unit if spec else "", margin)
+    return _mark(decision, spec.unit if spec else "", margin, compact=True)
 
 
 def measured_mark(measured: Measured) -> Markup:
@@ -41,7 +41,7 @@ def measured_mark(measured: Measured) -> Markup:
     return _mark(measured.decision(), measured.unit, measured.margin)
 
 
-def _mark(decision: Decision | None, unit: str, margin: float) -> Markup:
+def _mark(decision: Decision | None, unit: str, margin: float, compact: bool = False) -> Markup:
     if decision is None:
         return Markup("")
     n = decision.rounds_to_decide
@@ -51,5 +51,5 @@ def _mark(decision: Decision | None, unit: str, margin: float) -> Markup:
         band=band_text(decision.band), rounds=rounds, margin=aa
     )
     return Markup('<span class="bothrows-verdict bothrows-verdict-{}" title="{}">{}</span>').format(
-        decision.kind, title, decision.word(unit)
+        decision.kind, title, decision.word(unit, compact)
     )

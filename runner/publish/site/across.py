@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from runner.publish.stats.claims import Verdict
+from runner.publish.stats.verdicts import UNDECIDED
 from runner.publish.blocks.notes import Clause, Note, measurement_note
 from runner.publish.sql.rows import LaterRun
 
@@ -31,9 +32,13 @@ class Column:
 
 
 def plain(v: Verdict | None) -> str:
+    """holds, does not hold, undecided (its data decides neither way) or not measured."""
     if v is None or v.measured.value is None:
         return "not measured"
-    return "holds" if v.ok else "does not hold"
+    if v.ok:
+        return "holds"
+    decision = v.measured.decision()
+    return "undecided" if decision is not None and decision.kind == UNDECIDED else "does not hold"
 
 
 def table_rows(home: list[Verdict], columns: list[Column]) -> list[dict]:

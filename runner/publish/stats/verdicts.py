@@ -35,10 +35,15 @@ class Decision:
     band: float  # δ, a fraction
     rounds_to_decide: int | None = None  # undecided: about how many rounds would decide it
 
-    def word(self, metric_unit: str = "") -> str:
-        """The reader's word: faster/slower for a speed or a time, else higher/lower."""
+    def word(self, metric_unit: str = "", compact: bool = False) -> str:
+        """The reader's word: faster/slower for a speed or a time, else higher/lower;
+        compact: "level ±10%" for a table cell's mark."""
         if self.kind == LEVEL:
-            return f"level (within \u00b1{band_text(self.band)})"
+            return (
+                f"level \u00b1{band_text(self.band)}"
+                if compact
+                else f"level (within \u00b1{band_text(self.band)})"
+            )
         if self.kind == UNDECIDED:
             return UNDECIDED
         up = self.kind == HIGHER
