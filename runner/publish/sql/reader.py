@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from runner.publish.metrics import METRICS
+from runner.publish.sql import classes
 from runner.publish.sql.arm_queries import ArmQueries
 from runner.publish.sql.pages import (
     CELLS_SQL,
@@ -107,6 +108,7 @@ class Reader:
                 f"database {self.path} has schema version {version}, this bothrows reads "
                 f"{SCHEMA_VERSION}: `runner build` (or `make report`) brings it up to date"
             )
+        classes.shadow(self.con)  # pages see machine classes as chips, instances as blocks
         self.judging = ViewQueries(self._rows)
         self.passes = PassQueries(self._rows, self._blocks)
         self.sweeps = SweepQueries(self._rows)
