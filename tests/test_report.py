@@ -208,7 +208,7 @@ def test_a_fresh_clone_with_data_from_another_chip_builds_without_measuring(proj
     committed = tmp_path / "elsewhere.duckdb"  # measured on another machine, then committed
     with Store.open(committed) as st:
         rng, chip = random.Random(0), FixtureChip("Fixture M1", 100.0)
-        chip_id = st.ensure_chip(chip.fingerprint())
+        chip_id = st.ensure_chip(chip.fingerprint(), chip.machine_class())
         for cell in plan_cells(exp):
             reqs, passes = _run_rows(rng, chip, cell.arm, cell.concurrency, 1, 10)
             run = st.begin_run(

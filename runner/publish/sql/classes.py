@@ -47,7 +47,7 @@ SELECT class_id AS chip_id, any_value(class_label ORDER BY chip_id) AS name,
        string_agg(DISTINCT os, '; ' ORDER BY os) AS os,
        string_agg(DISTINCT mlx_version, '; ' ORDER BY mlx_version) AS mlx_version,
        any_value(fingerprint ORDER BY chip_id) AS fingerprint,
-       count(*) AS instances
+       count(*) AS instances, list_sort(list_distinct(list(name) || list(chip_id))) AS aliases
 FROM {db}.main.chips GROUP BY class_id"""
 
 # The instances of each class, by the raw tables (provenance lists them with their hashes).

@@ -84,6 +84,7 @@ class Chip:
     name: str
     device: str
     blas: str
+    aliases: tuple[str, ...] = ()  # its instances' chip names and ids: a post may name either
 
 
 class Reader:
@@ -247,7 +248,8 @@ class Reader:
         ]
 
     def chips(self, experiment: str, quick: bool) -> list[Chip]:
-        return [Chip(*r) for r in self._rows(CHIPS_SQL, {"experiment": experiment, "quick": quick})]
+        rows = self._rows(CHIPS_SQL, {"experiment": experiment, "quick": quick})
+        return [Chip(*r[:4], tuple(r[4])) for r in rows]
 
     def provenance(self, experiment: str, quick: bool) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
