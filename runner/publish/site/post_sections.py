@@ -140,7 +140,10 @@ def later_notes(post, datas, judging, as_of, home, columns) -> list[Note]:
     for e, q in post.quick.items():
         runs = post.later(e, q, as_of)
         machine = machines.group_difference(post.reader, e, q, judging)
-        out += across.later_notes(e, runs, labels, home, by_chip, datas[e].state.claim_experiments, machine)
+        pooled = post.reader.judging.pooled(e, q)
+        out += across.later_notes(
+            e, runs, labels, home, by_chip, datas[e].state.claim_experiments, machine, pooled
+        )
     return out
 
 

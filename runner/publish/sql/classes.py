@@ -55,6 +55,12 @@ INSTANCES_SQL = """
 SELECT ch.class_id, ch.chip_id, ch.name, ch.memory_bytes, ch.os FROM {db}.main.chips ch ORDER BY 1, 2"""
 
 
+# What a class's newest data pools, per class: its instances and blocks (rounds).
+POOLED_SQL = (
+    "\nSELECT chip_id, count(DISTINCT instance_id), count(DISTINCT round) FROM chosen GROUP BY chip_id"
+)
+
+
 def views_sql(db: str) -> list[str]:
     """The statements that make a connection to database `db` see classes."""
     quoted = '"' + db.replace('"', '""') + '"'
