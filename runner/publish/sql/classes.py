@@ -12,6 +12,15 @@
   query groups by class without knowing instances exist. The first instance keeps its
   round numbers, so a class of one instance reads exactly as its chip did. The raw
   `chip_id` and `round` stay as `instance_id` and `instance_round`, last.
+- Why blocks, not a two-level model: an instance's speed multiplies both arms of its
+  rounds (two "same chip" Xeon VMs here measured prefill-sized products 2.07x apart), and
+  a gain paired within a block cancels it, so the pooled interval covers the class's gain
+  as one instance's covers its own (tests/test_pooled_coverage.py: 94.7% to 95.6% at 1 to
+  3 instances). It assumes instances do not change which arm wins: with a 2% instance x
+  arm interaction it covers 88% to 92%, with 5% 68% to 81%. A t interval over instances'
+  mean ratios would be honest there, but has no interval on one instance and t(1) = 12.7
+  on two. Absolute figures (tok/s) are not comparisons: pooled, their interval covers
+  the class's mean 26% to 63% of the time, so pages show them per instance.
 - `chips`: one row per class, its id and label in `chip_id` and `name`; the instances'
   differing fields joined (their OS builds, exact memory) so nothing is hidden.
 
