@@ -5,8 +5,9 @@ strictly; the block-drafting post shows one machine tab (the new VM is an instan
 "Intel Xeon, 2 cores", its rounds pooled with the home VM's), the flagship two (AMD EPYC
 and Intel Xeon), and the provenance lists both Xeon instances with their hashes.
 
-The copy is the committed folder with its chip rewritten and its runs given new ids and a
-later start: real rows, a real load, a real mkdocs build."""
+The copy is the committed folder with its chip rewritten, its runs given new ids and a
+later start, and every time 1.3x longer (a slower VM of the same type; gains unchanged):
+real rows, a real load, a real mkdocs build."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ from runner.store.machine_class import of_fingerprint
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = "20261201T235601Z-fdde7b9b-block-drafting-399b6e80"
 XEON = "Intel Xeon, 2 cores"
+SLOWER = {
+    "requests": ("arrival_ns", "first_token_ns", "done_ns"),
+    "tokens": ("t_ns",),
+    "passes": ("start_ns", "duration_ns"),
+}
 
 
 def _other_vm(fingerprint: dict) -> dict:
@@ -62,6 +68,13 @@ def _copy_as_other_vm(source: Path, root: Path) -> tuple[Path, str]:
     for t in ("runs", "requests", "passes", "tokens"):
         ids = pa.array([new_id[r] for r in tables[t].column("run_id").to_pylist()], pa.string())
         tables[t] = tables[t].set_column(tables[t].schema.get_field_index("run_id"), "run_id", ids)
+    for t, columns in SLOWER.items():  # the other VM is 1.3x slower at everything
+        for col in columns:
+            i = tables[t].schema.get_field_index(col)
+            slow = pc.cast(
+                pc.round(pc.multiply(pc.cast(tables[t].column(col), pa.float64()), 1.3)), pa.int64()
+            )
+            tables[t] = tables[t].set_column(i, tables[t].schema.field(i), slow)
     runs = tables["runs"]
     runs = runs.set_column(
         runs.schema.get_field_index("chip_id"), "chip_id", pa.array([chip_id] * runs.num_rows)
