@@ -13,6 +13,7 @@ from runner.publish.site import across
 
 from runner.publish.site import machines
 from runner.publish.stats.claims import Verdict
+from runner.publish.sql import classes
 from runner.publish.sql.home import Judging
 from runner.publish.blocks.notes import Note, notes_html
 from runner.publish.blocks.post_state import Failure, PostState, chip_labels
@@ -152,4 +153,4 @@ def downloads(reader, post, folder: str, state: PostState) -> Downloads:
     for e, q in post.quick.items():
         for name, table in reader.raw_tables(e, q).items():
             tables[name if len(post.quick) == 1 else f"{e}-{name}"] = table
-    return Downloads(folder, tables, dict(state.sql))
+    return Downloads(folder, tables, {**state.sql, "machine-classes.sql": classes.download_text()})

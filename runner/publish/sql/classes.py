@@ -76,6 +76,17 @@ def views_sql(db: str) -> list[str]:
     return [_RUNS.format(db=quoted, stride=BLOCK_STRIDE), _CHIPS.format(db=quoted)]
 
 
+def download_text() -> str:
+    """The views as a download: run first in `duckdb reports/data/runs.duckdb` (catalog
+    `runs`), and the other SQL downloads read what the page read."""
+    head = (
+        "-- Pages read runs and chips by machine class (runner/publish/sql/classes.py).\n"
+        "-- Run this first in `duckdb reports/data/runs.duckdb`; the other .sql files then read\n"
+        "-- what the page read.\n"
+    )
+    return head + "".join(s.strip() + ";\n" for s in views_sql("runs"))
+
+
 def shadow(con) -> None:
     """Make `runs` and `chips` on this connection the class-keyed views above."""
     db = con.execute("SELECT current_database()").fetchone()[0]
