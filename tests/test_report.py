@@ -139,7 +139,12 @@ def test_it_measures_only_what_no_chip_has_then_builds_every_post(project):
         out,
         re.M,
     ), out
-    assert re.search(r"^report: this chip: .* \(chip [0-9a-f]{8}, \w+, \d+ cores, BLAS .*\)$", out, re.M), out
+    assert re.search(
+        r"^report: this chip: .* \(chip [0-9a-f]{8}, \w+, \d+ cores, BLAS .*\), "
+        r"an instance of '.+, \d+ cores'$",
+        out,
+        re.M,
+    ), out
     assert re.search(
         r"^report: beta: measuring 4 of 4 cells \(by arm: off 2, on 2\): no chip has a "
         r"complete non-quick set of runs of its current declaration",
