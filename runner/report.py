@@ -163,7 +163,8 @@ def report(
         chip = plans[0]["chip"]
         print(
             f"report: this chip: {chip['name']} (chip {chip['chip_id'][:8]}, {chip['device']}, "
-            f"{chip['cores']} cores, BLAS {chip['blas']})"
+            f"{chip['cores']} cores, BLAS {chip['blas']}), an instance of "
+            f"{chip.get('machine_class', 'an unknown class')!r}"
         )
         for (_, exp, state), plan in zip(todo, plans):
             print(f"report: {exp.name}: {_why(exp, state, plan, measure)}")

@@ -77,3 +77,27 @@ def true_levels(seed: int, requests: int, runs: int = 20000) -> RunFigures:
     rng = np.random.default_rng(seed)
     chunks = [figures(request_times(rng, (runs // 10, 1, requests), 0.0)[0]) for _ in range(10)]
     return RunFigures(*(float(np.mean([getattr(c, f) for c in chunks])) for f in RunFigures._fields))
+
+
+# Instances of one machine class (issue 38): each VM runs the whole class's work at its own
+# speed, the same factor for both arms (its prefill-sized products measured 2.07x apart on
+# two "same chip" Xeon VMs here: ln 2.07 / sqrt 2 = 0.51 as the instances' log-scale SD),
+# and may favour one arm a little (an instance x arm interaction, GAIN_SD on log scale).
+INSTANCE_SD = 0.51
+
+
+def instance_request_times(
+    rng: np.random.Generator,
+    experiments: int,
+    instances: int,
+    rounds: int,
+    requests: int,
+    gain: float,
+    gain_sd: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(times of arm a, times of arm b), each (experiments, instances * rounds, requests):
+    every instance's rounds are blocks, its speed factor shared by both arms of each."""
+    a, b = request_times(rng, (experiments, instances * rounds, requests), gain)
+    speed = np.repeat(rng.normal(0.0, INSTANCE_SD, (experiments, instances, 1)), rounds, axis=1)
+    favour = np.repeat(rng.normal(0.0, gain_sd, (experiments, instances, 1)), rounds, axis=1)
+    return a * np.exp(speed), b * np.exp(speed - favour)

@@ -34,6 +34,12 @@ class FixtureChip:
     name: str
     solo_decode_tps: float
     blas: str = "accelerate"
+    declared: bool = True  # its machine class is declared as its name (False: computed)
+
+    def machine_class(self) -> str | None:
+        """The class `runner run --machine-class` would declare: the name, so pages label
+        the fixture's chips as the tests name them; None: computed ("Same EPYC, 10 cores, GPU")."""
+        return self.name if self.declared else None
 
     def fingerprint(self) -> dict:
         return {
@@ -169,7 +175,7 @@ def build_fixture(
     fx = Fixture(Path(path), experiment)
     with Store.open(path) as st:
         for chip in chips:
-            chip_id = st.ensure_chip(chip.fingerprint())
+            chip_id = st.ensure_chip(chip.fingerprint(), chip.machine_class())
             fx.chip_ids[chip.name] = chip_id
             for arm in arms:
                 for c in concurrencies:
@@ -231,10 +237,10 @@ def remeasure(
     """Append a re-measurement of one cell (all rounds) whose decode speed is scaled by
     `speedup`, started at `hour` of `day`; returns the new run ids."""
     rng = random.Random(seed)
-    scaled = FixtureChip(chip.name, chip.solo_decode_tps, chip.blas)
+    scaled = FixtureChip(chip.name, chip.solo_decode_tps, chip.blas, chip.declared)
     run_ids = []
     with Store.open(path) as st:
-        chip_id = st.ensure_chip(chip.fingerprint())
+        chip_id = st.ensure_chip(chip.fingerprint(), chip.machine_class())
         for r in range(rounds):
             reqs, passes = _run_rows(rng, scaled, arm, concurrency, 2, 40)
             for q in reqs:  # stretch decode time by 1/speedup

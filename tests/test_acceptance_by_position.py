@@ -162,7 +162,10 @@ def measured(tmp_path_factory) -> Path:
 
 def test_runner_stores_histograms_that_agree_with_each_pass(measured):
     con = duckdb.connect(str(measured), read_only=True)
-    runs = con.execute("SELECT run_id, chip_id, arm, concurrency, round FROM runs").fetchall()
+    # pages key a run by its chip's machine class (publish/sql/classes.py)
+    runs = con.execute(
+        "SELECT run_id, class_id, arm, concurrency, round FROM runs JOIN chips USING (chip_id)"
+    ).fetchall()
     key_of = {r[0]: tuple(r[1:]) for r in runs}
     con.close()
     stored = passes_of(measured)

@@ -159,7 +159,7 @@ def test_audit_capacity_prints_every_cell_with_its_interval_and_says_at_least_or
     assert main(argv) == 0
     out = capsys.readouterr().out
     line = re.search(
-        r"^  Sweep CPU \(\w{8}\) a concurrency 1: capacity 4.44 req/s, 95% \[([\d.]+) to ([\d.]+)\]$",
+        r"^  Sweep, 2 cores \(\w{8}\) a concurrency 1: capacity 4.44 req/s, 95% \[([\d.]+) to ([\d.]+)\]$",
         out,
         re.M,
     )

@@ -81,12 +81,16 @@ def test_a_re_measurement_on_a_machine_twice_as_slow_says_so_in_its_note_table_a
     result = build_site(write_project(tmp_path, db, {"p.md": POST}))
     assert result.ok, result.warnings
     html = next(result.site.glob("blog/20*/**/index.html")).read_text()
-    said = "same chip fingerprint, prefill-sized products 2.0x slower"
+    said = "same machine class, prefill-sized products 2.0x slower"
     clauses = re.findall(r'<span class="bothrows-clause" data-clause="machine">(.*?)</span>', html)
     assert clauses == [said]  # a clause of the re-measurement's one-line note
     table = html[html.index('id="claims-on-every-chip"') :]
     assert f"<th>Fixture X (newest) ({said})</th>" in table[: table.index("</table>")]
-    lines = re.findall(r"<li>Machine probe on Fixture X \(runs from ([\d-]+), (\d+) runs\): (.*?)</li>", html)
+    lines = re.findall(
+        r"<li>Machine probe on Fixture X, instance [0-9a-f]{8} "
+        r"\(runs from ([\d-]+), (\d+) runs\): (.*?)</li>",
+        html,
+    )
     assert [(d, p.split(",")[0]) for d, _, p in lines] == [
         ("2026-11-20", "prefill-sized products 40 GFLOP/s"),
         ("2026-11-22", "prefill-sized products 20 GFLOP/s"),

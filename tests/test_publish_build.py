@@ -135,7 +135,7 @@ def test_remeasurement_adds_a_dated_automatic_note(tmp_path):
 
 def test_names_and_notes_with_markup_render_as_text(tmp_path):
     db = tmp_path / "esc.duckdb"
-    evil_chip = FixtureChip("<script>alert('chip')</script> **M9**", 100.0)
+    evil_chip = FixtureChip("<script>alert('chip')</script> **M9**", 100.0, declared=False)  # computed class
     build_fixture(
         db,
         chips=(evil_chip,),

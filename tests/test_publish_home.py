@@ -14,7 +14,10 @@ from runner.publish.site.commands import main_audit
 from runner.publish.site.post import render_post
 
 M1, M3 = FixtureChip("Fixture M1", 100.0), FixtureChip("Fixture M3", 160.0)
-SAME_A, SAME_B = FixtureChip("Same EPYC", 90.0, "openblas"), FixtureChip("Same EPYC", 95.0, "reference")
+# One machine type measured with two BLAS libraries: two computed machine classes, one label.
+SAME_A = FixtureChip("Same EPYC", 90.0, "openblas", declared=False)
+SAME_B = FixtureChip("Same EPYC", 95.0, "reference", declared=False)
+SAME = "Same EPYC, 10 cores, GPU"
 POST = """\
 ---
 date: 2026-11-20
@@ -66,7 +69,7 @@ def test_strict_build_shows_every_chip_notes_and_claims_on_every_chip(travelled,
     html = next(result.site.glob("blog/20*/**/index.html")).read_text()
     labels = _labels(html)
     assert {"Fixture M1", "Fixture M3"} <= labels
-    same = sorted(label for label in labels if label.startswith("Same EPYC ("))
+    same = sorted(label for label in labels if label.startswith(SAME + " ("))
     assert len(same) == 2
     notes = [
         (day, unescape(re.sub(r"<[^>]+>", "", text)))
@@ -97,9 +100,9 @@ def test_strict_build_shows_every_chip_notes_and_claims_on_every_chip(travelled,
 
 
 def _label_of(labels, db, chip):
-    from runner.store.store import chip_id_of
+    from runner.store.machine_class import of_fingerprint
 
-    return next(label for label in labels if chip_id_of(chip.fingerprint())[:8] in label)
+    return next(label for label in labels if of_fingerprint(chip.fingerprint()).class_id[:8] in label)
 
 
 def test_audit_prints_every_chip_and_judges_another_chip_on_request(travelled, tmp_path, capsys):
@@ -122,7 +125,7 @@ def test_ambiguous_or_unknown_home_is_one_clear_error(travelled):
     post = render_post(POST.split("---\n", 2)[2], meta, key="blog/posts/p.md", db_path=travelled)
     homes = [f.message for f in post.failures if "home chip" in f.message]
     assert len(homes) == 1 and len(post.failures) == 1, [f.message for f in post.failures]
-    assert "its data as of 2026-12-10 holds chips 'Fixture M1', 'Fixture M3', 'Same EPYC (" in homes[0]
+    assert f"its data as of 2026-12-10 holds chips 'Fixture M1', 'Fixture M3', '{SAME} (" in homes[0]
     post = render_post(
         POST.split("---\n", 2)[2], {**meta, "chip": "Same EPYC"}, key="p.md", db_path=travelled
     )

@@ -73,7 +73,7 @@ def hol_db(tmp_path_factory):
     db = tmp_path_factory.mktemp("hol") / "runs.duckdb"
     day = datetime(2026, 11, 19)
     with Store.open(db) as st:
-        chip_id = st.ensure_chip(CHIP.fingerprint())
+        chip_id = st.ensure_chip(CHIP.fingerprint(), CHIP.machine_class())
         for rnd in range(3):
             for conc in (1, 4):
                 for arm, stall in (("no-chunk", True), ("chunk-64", False)):
@@ -130,7 +130,7 @@ def test_goodput_counts_requests_meeting_both_limits(hol_db):
 def test_a_timeline_without_token_times_is_one_clear_failure(tmp_path):
     db = tmp_path / "notimes.duckdb"
     with Store.open(db) as st:
-        chip_id = st.ensure_chip(CHIP.fingerprint())
+        chip_id = st.ensure_chip(CHIP.fingerprint(), CHIP.machine_class())
         for conc in (1, 4):
             run = st.begin_run(
                 CellRecord(

@@ -69,11 +69,11 @@ def test_chips_sharing_a_name_get_labels_that_tell_them_apart(tmp_path):
     build_fixture(
         db,
         chips=(
-            FixtureChip("Same EPYC", 100.0, "openblas"),
-            FixtureChip("Same EPYC", 150.0, "openblas + small sgemm"),
+            FixtureChip("Same EPYC", 100.0, "openblas", declared=False),
+            FixtureChip("Same EPYC", 150.0, "openblas + small sgemm", declared=False),
         ),
-    )
-    labels = [f"Same EPYC ({c.chip_id[:8]})" for c in Reader(db).chips("spec-fixture", False)]
+    )  # two BLAS families: two machine classes, one label, told apart by their ids
+    labels = [f"Same EPYC, 10 cores, GPU ({c.chip_id[:8]})" for c in Reader(db).chips("spec-fixture", False)]
     assert len(set(labels)) == 2
     post = render('# T\n\n{{ metric("decode_tps", arm="off", concurrency=1, chip="Same EPYC") }}\n', db)
     assert [f.message for f in post.failures] == [

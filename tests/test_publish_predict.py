@@ -45,7 +45,9 @@ def db(tmp_path_factory) -> Path:
                     run, [{**q, "cached_tokens": None, "output_sha256": None} for q in requests]
                 )
                 st.finish_run(run, "complete")
-        m3 = st.ensure_chip(DEFAULT_CHIPS[1].fingerprint())  # a chip that measured on a server
+        m3 = st.ensure_chip(
+            DEFAULT_CHIPS[1].fingerprint(), DEFAULT_CHIPS[1].machine_class()
+        )  # a chip that measured on a server
         for arm in ("off", "on"):
             for c in (1, 2, 4):
                 for r in range(3):

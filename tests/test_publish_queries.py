@@ -11,15 +11,16 @@ from runner.publish.sql.pages import CELLS_SQL, inline_sql
 from runner.publish.sql.reader import QueryError, Reader
 
 
-def _by_hand(path, chip_id, arm, conc):
-    """decode_tps and acceptance of one cell recomputed row by row, in Python."""
+def _by_hand(path, class_id, arm, conc):
+    """decode_tps and acceptance of one cell (of a machine class: pages' chips) recomputed
+    row by row, in Python."""
     con = duckdb.connect(str(path), read_only=True)
     runs = [
         r
         for (r,) in con.execute(
-            "SELECT run_id FROM runs WHERE chip_id=? AND arm=? AND concurrency=? AND status='complete'"
-            " AND experiment=?",
-            [chip_id, arm, conc, EXPERIMENT],
+            "SELECT run_id FROM runs JOIN chips USING (chip_id) WHERE class_id=? AND arm=? AND concurrency=?"
+            " AND status='complete' AND experiment=?",
+            [class_id, arm, conc, EXPERIMENT],
         ).fetchall()
     ]
     decode, accept = [], []

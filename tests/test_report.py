@@ -139,7 +139,12 @@ def test_it_measures_only_what_no_chip_has_then_builds_every_post(project):
         out,
         re.M,
     ), out
-    assert re.search(r"^report: this chip: .* \(chip [0-9a-f]{8}, \w+, \d+ cores, BLAS .*\)$", out, re.M), out
+    assert re.search(
+        r"^report: this chip: .* \(chip [0-9a-f]{8}, \w+, \d+ cores, BLAS .*\), "
+        r"an instance of '.+, \d+ cores'$",
+        out,
+        re.M,
+    ), out
     assert re.search(
         r"^report: beta: measuring 4 of 4 cells \(by arm: off 2, on 2\): no chip has a "
         r"complete non-quick set of runs of its current declaration",
@@ -208,7 +213,7 @@ def test_a_fresh_clone_with_data_from_another_chip_builds_without_measuring(proj
     committed = tmp_path / "elsewhere.duckdb"  # measured on another machine, then committed
     with Store.open(committed) as st:
         rng, chip = random.Random(0), FixtureChip("Fixture M1", 100.0)
-        chip_id = st.ensure_chip(chip.fingerprint())
+        chip_id = st.ensure_chip(chip.fingerprint(), chip.machine_class())
         for cell in plan_cells(exp):
             reqs, passes = _run_rows(rng, chip, cell.arm, cell.concurrency, 1, 10)
             run = st.begin_run(

@@ -107,6 +107,29 @@ def fingerprint() -> dict:
     }
 
 
+def declare_machine_class(name: str | None) -> str | None:
+    """`--machine-class NAME` (or $BOTHROWS_MACHINE_CLASS when no flag): the problem with
+    the name, or None after putting it in the environment, where the re-run under OpenBLAS
+    and `declared_machine_class` find it."""
+    from runner.store.machine_class import ENV, problem_with_label
+
+    where, name = ("--machine-class", name) if name is not None else (f"${ENV}", os.environ.get(ENV))
+    if name is None:
+        return None
+    problem = problem_with_label(name)
+    if problem:
+        return f"{where}: {problem}"
+    os.environ[ENV] = name
+    return None
+
+
+def declared_machine_class() -> str | None:
+    """The machine class declared for this run (None: computed from the chip)."""
+    from runner.store.machine_class import ENV
+
+    return os.environ.get(ENV) or None
+
+
 # Measurement folders are data, not code: a run's own output must not make the next
 # run's code version "dirty".
 DATA_PATHS = (":(exclude)reports/data/measurements",)

@@ -72,6 +72,12 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "--max-rounds", type=int, metavar="N", help="the most rounds a cell reaches (implies --until-decided)"
     )
     p.add_argument(
+        "--machine-class",
+        metavar="NAME",
+        help="the machine class this run's chip belongs to, as pages label it (default: "
+        "computed from the chip, e.g. 'Intel Xeon, 2 cores'; or $BOTHROWS_MACHINE_CLASS)",
+    )
+    p.add_argument(
         "--plan",
         action="store_true",
         help="print this chip and the cells a run would measure (with an estimate of "
@@ -95,6 +101,12 @@ def main_run(args: argparse.Namespace) -> int:
         known = sorted(p.stem for p in EXPERIMENTS.glob("*.toml"))
         hint = [f"declared experiments: {', '.join(known)}"] if not path.exists() and known else []
         _err(f"error: {path} is not a valid experiment declaration:", *(f"  {i}" for i in e.issues), *hint)
+        return 2
+    from runner.experiments import chip
+
+    problem = chip.declare_machine_class(args.machine_class)
+    if problem:  # before OpenBLAS re-runs this process: the child inherits the declared name
+        _err(f"error: {problem}")
         return 2
     if args.aa is not None:
         try:

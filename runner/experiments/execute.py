@@ -117,7 +117,7 @@ def run_experiment(
         stale = st.fail_stale_runs()
         if stale:
             progress.note(f"marked {stale} run(s) left 'running' by a killed process as failed")
-        chip_id = summary.chip_id = st.ensure_chip(fingerprint)
+        chip_id = summary.chip_id = st.ensure_chip(fingerprint, chip.declared_machine_class())
         done = set() if remeasure else done_cells(st, exp, chip_id)
         todo = [c for c in cells if c.key not in done]
         summary.skipped = len(cells) - len(todo)

@@ -14,6 +14,7 @@ from pathlib import Path
 from runner.experiments import cell_plan, chip, execute
 from runner.experiments.declaration import Experiment
 from runner.store.cell import CellRecord
+from runner.store.machine_class import of_fingerprint
 from runner.store.store import Store, chip_id_of
 
 # Used when execute.py has no estimate_seconds: a cell of a small workload takes a few
@@ -48,7 +49,11 @@ def plan(exp: Experiment, db: Path, remeasure: bool) -> dict:
     return {
         "experiment": exp.name,
         "declaration_sha256": exp.sha256,
-        "chip": {"chip_id": chip_id, **{k: fingerprint[k] for k in ("name", "device", "cores", "blas")}},
+        "chip": {
+            "chip_id": chip_id,
+            **{k: fingerprint[k] for k in ("name", "device", "cores", "blas")},
+            "machine_class": of_fingerprint(fingerprint, chip.declared_machine_class()).label,
+        },
         "planned": len(cells),
         "complete_here": len(cells) - len(todo),
         "todo": [list(c.key) for c in todo],

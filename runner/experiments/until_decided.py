@@ -108,6 +108,10 @@ def judge_look(db: Path, exp: Experiment, chip_id: str, comparisons: list[Compar
 
     out = []
     with Reader(db) as reader:
+        # pages (and these looks) see a machine class, of which this run's chip is one instance
+        chip_id = next(
+            (c.chip_id for c in reader.chips(exp.name, exp.quick) if chip_id in c.aliases), chip_id
+        )
         view = ViewCache(reader).get(exp.name, exp.quick, None)
         margins = {
             (chip, c.metric): c.margin

@@ -16,6 +16,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from runner.store import chip_classes
 from runner.store.store import ADDED_COLUMNS, TOKEN_SCHEMA, Store, StoreError
 
 REQUIRED_TABLES = ("chips", "runs", "requests", "passes")
@@ -134,6 +135,7 @@ def import_tables(st: Store, tables: dict[str, pa.Table], source: str) -> dict[s
             raise StoreError(f"{source}: runs name chips {[o[0] for o in orphans]} that it does not carry")
         with st.transaction():
             _merge(st, names)
+            chip_classes.classify_unclassified(st.con, source)  # chips exported before classes
     finally:
         for t in TABLES:
             st.con.unregister(names[t])

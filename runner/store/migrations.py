@@ -82,12 +82,22 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE requests ADD COLUMN error VARCHAR;
     ALTER TABLE requests ALTER COLUMN first_token_ns DROP NOT NULL;
     """,
+    # Machine classes (issue 38): a chip row is one instance (a VM: its fingerprint holds the
+    # kernel build and exact memory); its class is what the pages' columns are ("Intel Xeon,
+    # 2 cores", store/machine_class.py), computed from the chip's fields or declared by hand
+    # (`runner run --machine-class`). The store fills them for chips stored before this
+    # column (from their own fields), so they are NULL only between a load and that fill.
+    9: """
+    ALTER TABLE chips ADD COLUMN class_id VARCHAR;
+    ALTER TABLE chips ADD COLUMN class_label VARCHAR;
+    ALTER TABLE chips ADD COLUMN class_declared BOOLEAN;
+    """,
     # Decided claims (issue 37): the sequential design a run was measured under, as the
     # round counts of its looks ("3,6,12"; NULL: a fixed design, every run before this
     # column), which sets how wide its intervals are (publish/stats/sequential.py); and how
     # many times the cell was measured again before this run was kept because other
     # processes or the hypervisor took too much of its CPU (NULL: no rule applied).
-    9: """
+    10: """
     ALTER TABLE runs ADD COLUMN looks VARCHAR;
     ALTER TABLE runs ADD COLUMN contention_reruns INTEGER;
     """,
@@ -96,6 +106,7 @@ SCHEMA_VERSION = max(MIGRATIONS)
 # Columns later migrations added, with their Arrow types: rows exported before a migration
 # lack them, and an import fills them with NULL (runner.store.exchange).
 ADDED_COLUMNS: dict[str, dict[str, pa.DataType]] = {
+    "chips": {"class_id": pa.string(), "class_label": pa.string(), "class_declared": pa.bool_()},
     "runs": {
         "loadavg_start": pa.float64(),
         "loadavg_end": pa.float64(),

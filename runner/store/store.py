@@ -25,6 +25,7 @@ from typing import Iterator
 
 import duckdb
 
+from runner.store import chip_classes
 from runner.store.cell import CellRecord
 from runner.store.errors import StoreError, StoreLocked  # noqa: F401  (the API)
 from runner.store.migrations import ADDED_COLUMNS, MIGRATIONS, SCHEMA_VERSION  # noqa: F401  (the API)
@@ -145,6 +146,8 @@ class Store(RowAppends):
             with self.transaction():
                 self.con.execute(MIGRATIONS[version])
                 self.con.execute("INSERT INTO schema_version VALUES (?)", [version])
+                if version == 9:  # chips stored before classes get theirs from their own fields
+                    chip_classes.classify_unclassified(self.con, str(self.path))
 
     def _one(self, sql: str, params: list | None = None) -> tuple | None:
         """First row of a query, fetched to the end (DuckDB refuses new work on a
@@ -164,17 +167,15 @@ class Store(RowAppends):
         self.con.execute("COMMIT")
 
     # -- writing -------------------------------------------------------------
-    def ensure_chip(self, fingerprint: dict) -> str:
+    def ensure_chip(self, fingerprint: dict, machine_class: str | None = None) -> str:
+        """The chip (instance) of this fingerprint, added with its machine class: the
+        declared name when given, else computed from the fingerprint (chip_classes.py)."""
         missing = [k for k in CHIP_COLUMNS if k not in fingerprint]
         if missing:
             raise StoreError(f"chip fingerprint is missing {missing}")
         chip_id = chip_id_of(fingerprint)
-        fp_json = json.dumps(fingerprint, sort_keys=True, default=str)
-        self.con.execute(
-            "INSERT INTO chips SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS "
-            "(SELECT 1 FROM chips WHERE chip_id = ?)",
-            [chip_id, *(fingerprint[k] for k in CHIP_COLUMNS), fp_json, chip_id],
-        )
+        with self.transaction():
+            chip_classes.insert_chip(self.con, chip_id, fingerprint, CHIP_COLUMNS, machine_class)
         return chip_id
 
     def begin_run(

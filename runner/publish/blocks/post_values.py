@@ -15,7 +15,7 @@ from markupsafe import Markup
 from runner.publish.blocks.post_state import Failure, caller_line
 from runner.publish.metrics import METRICS, PER_PASS
 from runner.publish.sql.rows import ArmRuntime
-from runner.publish.stats import aa
+from runner.publish.stats import aa, instance_spread
 from runner.publish.stats.claims import Measured, claim_link, judge, stated_shown
 from runner.publish.stats.contention import judge_contention
 from runner.publish.stats.rate_views import value_rate
@@ -109,6 +109,10 @@ class PostValues:
         if not ok or key not in judged.cells:
             return self._absent(self.measured(None, None, None, 0, "value", what, name, set()), name, arm)
         cell = judged.cells[key]
+        spread = instance_spread.of_cell(judged, name, chip_id, arm, int(concurrency))
+        if spread:  # a level is one instance's figure: pooled, it would hide a 2x difference
+            what += f" spans {spread.instances} instances ({instance_spread.texts(spread, 1)['value']})"
+            return self._absent(self.measured(None, None, None, 0, "value", what, name, set()), name, arm)
         return self.measured(
             cell.mean,
             cell.lo,

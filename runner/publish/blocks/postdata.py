@@ -135,7 +135,7 @@ class PostData:
                 self.fail(self.judging.problem or f"name a chip (chip=...): the data has chips {known}")
             return None
         ids = [c.chip_id for c in self.chips]
-        hits = match_chip(chip, ids, self.chip_names, {c.chip_id: c.name for c in self.chips})
+        hits = match_chip(chip, ids, self.chip_names, {c.chip_id: (c.name, *c.aliases) for c in self.chips})
         if len(hits) == 1:
             return hits[0]
         self.fail(

@@ -22,6 +22,7 @@ from runner.publish.blocks.templating import render_block
 from runner.publish.blocks.verdict_marks import verdict_mark
 from runner.publish.metrics import METRICS
 from runner.publish.sql import pages, sweeps
+from runner.publish.stats import instance_spread
 from runner.publish.stats.rate_views import rate_text, rate_view, shown_rates
 
 GROUP = 4
@@ -152,6 +153,7 @@ def _cell(data: PostData, view, m: str, chip: str, arm: str, base: str, conc: in
     compared = cell is not None and arm != base and base in data.regimes.arms
     ratio = view.compare(m, chip, arm, base, conc, "ratio") if compared else None
     change = view.compare(m, chip, arm, base, conc, "change") if compared else None
+    spread = instance_spread.of_cell(view, m, chip, arm, conc) if cell else None  # levels: never pooled
     return {
         "value": fmt(cell.mean, spec.decimals) if cell else None,
         "interval": interval_text(cell.lo, cell.hi, spec.decimals) if cell else "",
@@ -160,7 +162,7 @@ def _cell(data: PostData, view, m: str, chip: str, arm: str, base: str, conc: in
         "change": change_text(change.value) if change else "",
         "change_interval": change_interval(change.lo, change.hi) if change else "",
         "verdict": verdict_mark(data, change, m, chip) if change else "",
-    }
+    } | (instance_spread.texts(spread, spec.decimals) if spread else {})
 
 
 def judged_or_newest(data: PostData, chip: str):

@@ -71,13 +71,16 @@ def later_notes(
     columns: dict[str, Column],
     reads: dict[int, frozenset[str]],
     machine: Callable[[str, list[LaterRun]], str | None] | None = None,
+    pooled: dict[str, tuple[int, int]] | None = None,
 ) -> list[Note]:
     """runs: those started after the post's date. One note per (chip, code version,
     runtime versions), the runtime versions being those of the runs of that chip and code
     version on that day (another mlx-lm makes another note, as another code version
     does); columns: chip id -> its newest-data view; reads: claim number -> the
     experiments it reads (only the claims that read this experiment are counted);
-    machine: what a group's machine differs in from the home data's (None: nothing)."""
+    machine: what a group's machine differs in from the home data's (None: nothing);
+    pooled: chip (class) -> the instances and rounds its newest data pools, said when the
+    claims were judged on more than one instance ("on 2 instances, 6 rounds")."""
     versions: dict[tuple, set[str]] = {}
     for r in runs:
         if r.runtime_versions:
@@ -96,6 +99,9 @@ def later_notes(
         note = measurement_note(
             max(r.day for r in rs), labels.get(chip, chip), code, experiment, cells, held, len(counted)
         )
+        instances, rounds = (pooled or {}).get(chip, (1, 0))
+        if counted and instances > 1:
+            note = note.with_clause(Clause("pooled", f"on {instances} instances, {rounds} rounds"))
         if ran:
             note = note.with_clause(Clause("runtime", ", ".join(ran)))
         said = machine(chip, rs) if machine else None

@@ -148,17 +148,19 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
         chosen = [d for d in chosen if d is not None]
         return tables.headline_table(chosen or [first], arm, base, list(metrics))
 
-    def predicted(metric, arm, concurrency, base=None, chip=None, experiment=None, as_of=None):
+    def predicted(metric, arm, concurrency, base=None, chip=None, experiment=None, as_of=None, data=None):
         kind = "value" if base is None else "change"
         return value(
             experiment,
             kind,
-            lambda d: predicted_values.predicted(d, metric, arm, concurrency, base, chip, as_of),
+            lambda d: predicted_values.predicted(d, metric, arm, concurrency, base, chip, when(as_of, data)),
         )
 
-    def crossover(arm, base=None, measured=False, chip=None, experiment=None, as_of=None):
+    def crossover(arm, base=None, measured=False, chip=None, experiment=None, as_of=None, data=None):
         return value(
-            experiment, "value", lambda d: predicted_values.crossover(d, arm, base, measured, chip, as_of)
+            experiment,
+            "value",
+            lambda d: predicted_values.crossover(d, arm, base, measured, chip, when(as_of, data)),
         )
 
     def prediction_chart(arms=None, base=None, experiment=None):

@@ -1,23 +1,26 @@
 """A machine is more than its chip's name: what the machine probe (runner/experiments/
 probe.py) says about a re-measurement, a column of the claims-on-every-chip table, and
-each chip's machines in the provenance.
+each class's instances in the provenance.
 
 - Two probes differ when any figure (prefill-sized products, decode-sized products,
   memory read) differs by more than THRESHOLD; the difference is one short clause,
   e.g. "same chip fingerprint, prefill-sized products 2.1x slower".
 - A probe difference does not make a separate "machine" in tables: rows stay grouped by
-  chip fingerprint (the regime checks, intervals and tables are per chip), and the
+  machine class (the regime checks, intervals and tables are per class), and the
   difference is said where it matters, in the re-measurement's note, beside the claims
-  in the claims-on-every-chip table, and as one provenance line per machine.
+  in the claims-on-every-chip table, and as one provenance line per instance (VM), its
+  hash, runs and probe, flagged when more than OUTLIER from its class's median.
 - Data from before the probe (NULL) says nothing.
 This module compares figures and writes text; queries.py reads them.
 """
 
 from __future__ import annotations
 
+import statistics
 from typing import NamedTuple
 
 THRESHOLD = 0.15
+OUTLIER = 0.25  # an instance this far from its class's median probe is flagged in provenance
 
 
 class Machine(NamedTuple):
@@ -41,7 +44,7 @@ def difference(home: Machine | tuple | None, other: Machine | tuple | None, same
         parts.append(f"{name} {h / o:.1f}x slower" if o < h else f"{name} {o / h:.1f}x faster")
     if not parts:
         return None
-    lead = "same chip fingerprint" if same_chip else "machine probe against the home data's"
+    lead = "same machine class" if same_chip else "machine probe against the home data's"
     return f"{lead}, " + ", ".join(parts)
 
 
@@ -72,9 +75,46 @@ def column_note(reader, experiments: dict[str, bool], judging, chip: str, later:
 
 
 def provenance_lines(reader, experiment: str, quick: bool, labels: dict) -> list[str]:
-    """One line per chip and machine (distinct probe) of the newest data; none unprobed."""
-    return [
-        f"Machine probe on {labels.get(chip, chip)} (runs from {day}, {n} runs): prefill-sized "
-        f"products {pre:g} GFLOP/s, decode-sized products {dec:g} GFLOP/s, memory read {read:g} GB/s"
-        for chip, pre, dec, read, n, day in reader.judging.probes_by_chip(experiment, quick)
+    """One line per instance (and distinct probe) of each machine class in the newest data,
+    with its hash, run count and probe figures; "no probe recorded" for data from before
+    the probe, never zeros; a figure more than OUTLIER from the class's median flagged."""
+    rows = reader.judging.probes_by_chip(experiment, quick)
+    medians = class_medians(rows)
+    lines = []
+    for chip, instance, pre, dec, read, n, day in rows:
+        head = f"Machine probe on {labels.get(chip, chip)}, instance {instance[:8]} (runs from {day}, {n} runs): "
+        if pre is None:
+            lines.append(head + "no probe recorded")
+            continue
+        figures = (
+            f"prefill-sized products {pre:g} GFLOP/s, decode-sized products {dec:g} GFLOP/s, memory read {read:g} GB/s"
+        )
+        far = outlying(Machine(pre, dec, read), medians.get(chip))
+        lines.append(head + figures + (f"; {far}" if far else ""))
+    return lines
+
+
+def class_medians(rows) -> dict[str, Machine]:
+    """Each class's median probe over its probed instances (only where it has two or more)."""
+    by_class: dict[str, list[Machine]] = {}
+    for chip, _instance, pre, dec, read, _n, _day in rows:
+        if pre is not None:
+            by_class.setdefault(chip, []).append(Machine(pre, dec, read))
+    return {
+        chip: Machine(*(statistics.median(f) for f in zip(*probes)))
+        for chip, probes in by_class.items()
+        if len(probes) > 1
+    }
+
+
+def outlying(probe: Machine, median: Machine | None) -> str | None:
+    """The clause flagging an instance whose figure is more than OUTLIER from its class's
+    median (None: within, or no median): the class may be hiding two kinds of machine."""
+    if median is None:
+        return None
+    far = [
+        f"{name} {p / m - 1:+.0%}"
+        for name, p, m in zip(NAMES, probe, median)
+        if p and m and abs(p / m - 1) > OUTLIER
     ]
+    return ("more than 25% from the class median: " + ", ".join(far)) if far else None

@@ -135,7 +135,7 @@ class _Post:
 
 def _judging(post: _Post, as_of: datetime | None, judge_chip: str | None) -> Judging:
     labels = chip_labels(post.chips)
-    names = {c.chip_id: c.name for c in post.chips}
+    names = {c.chip_id: (c.name, *c.aliases) for c in post.chips}
     now = tuple(labels)
     if judge_chip is not None:
         hits = match_chip(judge_chip, list(now), labels, names)

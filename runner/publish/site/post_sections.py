@@ -13,6 +13,7 @@ from runner.publish.site import across
 
 from runner.publish.site import machines
 from runner.publish.stats.claims import Verdict
+from runner.publish.sql import classes
 from runner.publish.sql.home import Judging
 from runner.publish.blocks.notes import Note, notes_html
 from runner.publish.blocks.post_state import Failure, PostState, chip_labels
@@ -140,7 +141,10 @@ def later_notes(post, datas, judging, as_of, home, columns) -> list[Note]:
     for e, q in post.quick.items():
         runs = post.later(e, q, as_of)
         machine = machines.group_difference(post.reader, e, q, judging)
-        out += across.later_notes(e, runs, labels, home, by_chip, datas[e].state.claim_experiments, machine)
+        pooled = post.reader.judging.pooled(e, q)
+        out += across.later_notes(
+            e, runs, labels, home, by_chip, datas[e].state.claim_experiments, machine, pooled
+        )
     return out
 
 
@@ -149,4 +153,4 @@ def downloads(reader, post, folder: str, state: PostState) -> Downloads:
     for e, q in post.quick.items():
         for name, table in reader.raw_tables(e, q).items():
             tables[name if len(post.quick) == 1 else f"{e}-{name}"] = table
-    return Downloads(folder, tables, dict(state.sql))
+    return Downloads(folder, tables, {**state.sql, "machine-classes.sql": classes.download_text()})

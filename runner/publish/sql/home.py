@@ -86,10 +86,19 @@ class Judging:
         return None if self.every_value else post_cutoff(self.as_of, self.data)
 
 
-def match_chip(wanted: str, chip_ids: list[str], labels: dict[str, str], names: dict[str, str]) -> list[str]:
+def match_chip(
+    wanted: str, chip_ids: list[str], labels: dict[str, str], names: dict[str, str | tuple[str, ...]]
+) -> list[str]:
+    """The chips (machine classes) `wanted` names: by label, id or name, or an instance's
+    chip name or id (`names` holds a class's own and its instances'); else by id prefix."""
     w = str(wanted).strip()
-    exact = [c for c in chip_ids if w in (labels.get(c), names.get(c), c)]
-    return exact or [c for c in chip_ids if len(w) >= 4 and c.startswith(w)]
+    known = {
+        c: (names.get(c),) if isinstance(names.get(c), (str, type(None))) else names[c] for c in chip_ids
+    }
+    exact = [c for c in chip_ids if w in (labels.get(c), c, *known[c])]
+    return exact or [
+        c for c in chip_ids if len(w) >= 4 and any(str(n).startswith(w) for n in (c, *known[c]) if n)
+    ]
 
 
 def resolve_home(

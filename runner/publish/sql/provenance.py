@@ -18,7 +18,7 @@ ORDER BY chip_id, arm, concurrency"""
 
 CHIPS_SQL = """
 SELECT DISTINCT ch.chip_id, ch.name, ch.device,
-       coalesce(json_extract_string(ch.fingerprint, '$.blas'), 'unknown') AS blas
+       coalesce(json_extract_string(ch.fingerprint, '$.blas'), 'unknown') AS blas, ch.aliases
 FROM chips ch JOIN runs r ON r.chip_id = ch.chip_id
 WHERE r.experiment = $experiment AND r.quick = $quick
 ORDER BY ch.name, ch.chip_id"""

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from runner.publish.metrics import METRICS
+from runner.publish.sql import classes
 from runner.publish.sql.arm_queries import ArmQueries
 from runner.publish.sql.pages import (
     CELLS_SQL,
@@ -83,6 +84,7 @@ class Chip:
     name: str
     device: str
     blas: str
+    aliases: tuple[str, ...] = ()  # its instances' chip names and ids: a post may name either
 
 
 class Reader:
@@ -107,6 +109,7 @@ class Reader:
                 f"database {self.path} has schema version {version}, this bothrows reads "
                 f"{SCHEMA_VERSION}: `runner build` (or `make report`) brings it up to date"
             )
+        classes.shadow(self.con)  # pages see machine classes as chips, instances as blocks
         self.judging = ViewQueries(self._rows)
         self.passes = PassQueries(self._rows, self._blocks)
         self.sweeps = SweepQueries(self._rows)
@@ -245,7 +248,8 @@ class Reader:
         ]
 
     def chips(self, experiment: str, quick: bool) -> list[Chip]:
-        return [Chip(*r) for r in self._rows(CHIPS_SQL, {"experiment": experiment, "quick": quick})]
+        rows = self._rows(CHIPS_SQL, {"experiment": experiment, "quick": quick})
+        return [Chip(*r[:4], tuple(r[4])) for r in rows]
 
     def provenance(self, experiment: str, quick: bool) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from runner.publish.sql.classes import POOLED_SQL
 from runner.publish.sql.home import Cutoff
 from runner.publish.sql.pages import CHOSEN_RUNS
 from runner.publish.sql.rows import LaterRun
@@ -75,9 +76,15 @@ class ViewQueries:
         return None if row[0] is None else tuple(row)
 
     def probes_by_chip(self, experiment: str, quick: bool) -> list[tuple]:
-        """(chip, prefill, decode, read, runs, first day) per chip and probe, newest data."""
+        """(chip, instance, prefill, decode, read, runs, first day) per instance and probe of
+        each chip (machine class), newest data; the figures None where none was probed."""
         p = {"experiment": experiment, "quick": quick, "as_of": None}
         return self._rows("WITH " + CHOSEN_RUNS + PROBES_BY_CHIP_SQL, p)
+
+    def pooled(self, experiment: str, quick: bool) -> dict[str, tuple[int, int]]:
+        """chip (machine class) -> (instances, rounds) its newest data pools."""
+        p = {"experiment": experiment, "quick": quick, "as_of": None}
+        return {c: (int(n), int(r)) for c, n, r in self._rows("WITH " + CHOSEN_RUNS + POOLED_SQL, p)}
 
     def measurement_folders(self, experiment: str) -> list[str] | None:
         """The folders the experiment's runs were loaded from (None: not loaded from folders)."""

@@ -65,12 +65,13 @@ WHERE r.experiment = $experiment ORDER BY m.folder"""
 PROBE_FIGURES = "median(probe_prefill_gflops), median(probe_decode_gflops), median(probe_read_gbps)"
 PROBE_OF_RUNS_SQL = f"SELECT {PROBE_FIGURES} FROM runs WHERE list_contains($run_ids::VARCHAR[], run_id)"
 PROBE_OF_VIEW_SQL = f"\nSELECT {PROBE_FIGURES} FROM chosen WHERE chip_id = $chip"
-# Each chip's machines in the newest data: one row per distinct probe.
+# Each chip's (machine class's) instances in the newest data: one row per instance and
+# distinct probe, NULL figures for an instance measured before the probe (sql/classes.py).
 PROBES_BY_CHIP_SQL = """
-SELECT chip_id, probe_prefill_gflops, probe_decode_gflops, probe_read_gbps, count(*) AS runs,
+SELECT chip_id, instance_id, probe_prefill_gflops, probe_decode_gflops, probe_read_gbps, count(*) AS runs,
        strftime(min(started_at), '%Y-%m-%d') AS first_day
-FROM chosen WHERE probe_prefill_gflops IS NOT NULL
-GROUP BY ALL ORDER BY chip_id, first_day, probe_prefill_gflops"""
+FROM chosen
+GROUP BY ALL ORDER BY chip_id, first_day, instance_id, probe_prefill_gflops NULLS FIRST"""
 
 # The sequential designs of a view's runs per chip (runs.looks, "3,6,12"; none: fixed).
 DESIGNS_SQL = """
