@@ -164,3 +164,18 @@ def machines_module():
     from runner.publish.site import machines
 
     return machines
+
+
+def test_a_database_from_before_classes_gets_them_when_opened(tmp_path):
+    from runner.store.migrations import CLASS_MIGRATION
+
+    db = tmp_path / "runs.duckdb"
+    with Store.open(db) as st:  # made as a version-8 database was: chips without classes
+        chip_id = st.ensure_chip(BOX)
+        for column in ("class_declared", "class_label", "class_id"):
+            st.con.execute(f"ALTER TABLE chips DROP COLUMN {column}")
+        st.con.execute("DELETE FROM schema_version WHERE version = ?", [CLASS_MIGRATION])
+    with Store.open(db) as st:
+        assert st.con.execute("SELECT chip_id, class_label, class_declared FROM chips").fetchall() == [
+            (chip_id, "Intel Xeon, 2 cores", False)
+        ]

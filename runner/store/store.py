@@ -28,7 +28,7 @@ import duckdb
 from runner.store import chip_classes
 from runner.store.cell import CellRecord
 from runner.store.errors import StoreError, StoreLocked  # noqa: F401  (the API)
-from runner.store.migrations import ADDED_COLUMNS, MIGRATIONS, SCHEMA_VERSION  # noqa: F401  (the API)
+from runner.store.migrations import ADDED_COLUMNS, CLASS_MIGRATION, MIGRATIONS, SCHEMA_VERSION  # noqa: F401
 from runner.store.row_appends import RowAppends
 from runner.store.row_schemas import (  # noqa: F401  (the API)
     CHIP_COLUMNS,
@@ -146,7 +146,7 @@ class Store(RowAppends):
             with self.transaction():
                 self.con.execute(MIGRATIONS[version])
                 self.con.execute("INSERT INTO schema_version VALUES (?)", [version])
-                if version == 9:  # chips stored before classes get theirs from their own fields
+                if version == CLASS_MIGRATION:  # chips stored before classes: from their own fields
                     chip_classes.classify_unclassified(self.con, str(self.path))
 
     def _one(self, sql: str, params: list | None = None) -> tuple | None:

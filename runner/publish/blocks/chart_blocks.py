@@ -19,6 +19,7 @@ from runner.publish.blocks.templating import render_block
 from runner.publish.metrics import ACCEPTANCE_METRICS, METRICS
 from runner.publish.sql import pages, sweeps
 from runner.publish.sql.rows import WidthKey, WidthRuns
+from runner.publish.stats import instance_spread
 from runner.publish.stats.intervals import share_interval
 from runner.publish.stats.rate_views import rate_text, rate_view, shown_rates
 
@@ -43,12 +44,35 @@ def _series(data: PostData, metric: str, views: dict) -> list[charts.Series]:
     out = []
     for chip in data.regimes.chips:
         for arm in data.arm_order:
+            if len(views) == 1 and (lines := _instance_lines(data, metric, chip, arm, *views.values())):
+                out += lines  # a level of several instances: a line each, never their pooled mean
+                continue
             for i, (rate, view) in enumerate(views.items()):
                 pts = [(c, view.cells.get((chip, arm, c, metric))) for c in data.regimes.concurrencies]
                 label = None if len(views) == 1 else f"{arm} at {rate_text(rate)}"
                 dash = None if len(views) == 1 else charts.DASHES[i % len(charts.DASHES)]
                 out.append(_line(chip, arm, pts, charts.concurrency_x, label, dash))
     return out
+
+
+def _instance_lines(data: PostData, metric: str, chip: str, arm: str, view) -> list[charts.Series]:
+    """One line per instance of the class (None when its cells are one instance's)."""
+    concs = data.regimes.concurrencies
+    by_conc = {c: instance_spread.instance_levels(view, metric, chip, arm, c) for c in concs}
+    instances = sorted({k for levels in by_conc.values() for k in levels})
+    if len(instances) < 2:
+        return []
+    return [
+        _line(
+            chip,
+            arm,
+            [(c, by_conc[c].get(k)) for c in concs],
+            charts.concurrency_x,
+            f"{arm}, instance {k + 1}",
+            charts.DASHES[i % len(charts.DASHES)],
+        )
+        for i, k in enumerate(instances)
+    ]
 
 
 def _rate_series(data: PostData, metric: str, views: dict) -> list[charts.Series]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from runner.publish.sql.classes import BLOCK_STRIDE
+from runner.publish.stats.intervals import level
 
 
 class Spread(NamedTuple):
@@ -37,6 +38,26 @@ def spread(by_block: dict[int, float]) -> Spread | None:
         return None
     per_instance = [sum(v) / len(v) for v in means.values()]
     return Spread(min(per_instance), max(per_instance), len(means), len(by_block))
+
+
+class InstanceLevel(NamedTuple):
+    """One instance's level in a cell, shaped as a chart reads a cell."""
+
+    mean: float
+    lo: float | None
+    hi: float | None
+
+
+def instance_levels(view, metric: str, chip: str, arm: str, conc: int) -> dict[int, InstanceLevel]:
+    """Each instance's mean and t interval over its own rounds (a chart's line per instance)."""
+    rounds: dict[int, list[float]] = {}
+    for block, value in view.intervals.by_round(metric, chip, arm, conc).items():
+        rounds.setdefault(instance_of(block), []).append(value)
+    out = {}
+    for k, vals in sorted(rounds.items()):
+        e = level(sum(vals) / len(vals), vals)
+        out[k] = InstanceLevel(e.value, e.lo, e.hi)
+    return out
 
 
 def of_cell(view, metric: str, chip: str, arm: str, conc: int) -> Spread | None:
