@@ -12,8 +12,9 @@ budget ends.
   interval and the A/A margin); the next look's rounds are planned for the undecided
   concurrencies and the arms their comparisons name, counterbalanced as ever
   (`cell_plan.py`); cells already complete are skipped, so a killed run resumes the
-  sequence where it was. A budget that ends first is a normal end: the page says
-  undecided.
+  sequence where it was. The budget counts from the run's start: the declared rounds
+  always finish, and no group of added cells starts after it ends. A budget that ends
+  first is a normal end: the page says undecided.
 - The database is read between looks through the query layer (the store is closed
   then); this module writes nothing itself and prints through `Progress`.
 """

@@ -1,6 +1,7 @@
 """The rules of a declaration's sequential-design keys: `equivalence` (the band within
 which a change is "level", a percentage such as "10%"), `max_rounds` (the most rounds a
-run adds, at least `rounds`) and `budget` (how long adding rounds may take, "20m",
+run adds, at least `rounds`) and `budget` (how long the run may measure before it adds no
+more rounds, counted from its start; the declared rounds always finish; "20m",
 "90s", "1h30m"), and `contention_limit` (the CPU share other processes or the hypervisor
 may take from a cell before it is measured again, "15%" by default, "off" for none).
 They return problems, never raise, and know no file names.

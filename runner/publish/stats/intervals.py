@@ -22,8 +22,9 @@ The method, in one place:
   met already raises their values). Covered 95% to 98.4% in the harness.
 - Paired across arms: every arm of a round replays the same requests right after one
   another, so a ratio or gain is judged on the rounds' own ratios: t over the log of
-  arm / base in each round both arms measured (the round's drift cancels), the interval
-  the point ratio times exp(+-half-width); the harness checks this for means, totals and
+  arm / base in each round both arms measured (the round's drift cancels; the point, too,
+  is the ratio of the two arms' means over those rounds, since measuring until decided
+  gives the A/A pair more rounds), the interval the point ratio times exp(+-half-width); the harness checks this for means, totals and
   percentiles (p50, p99). Values that are not all positive (a share that can be 0) use
   the rounds' differences over the base's mean instead.
 - A traffic profile's figure (a share-weighted sum over concurrencies) is formed round by
@@ -253,6 +254,9 @@ class Intervals:
     def compare(self, metric: str, chip: str, arm: str, base: str, conc: int, kind: str) -> Estimate:
         """arm over base (kind "ratio") or that minus 1 ("change"), paired by round."""
         a, b = self.by_round(metric, chip, arm, conc), self.by_round(metric, chip, base, conc)
+        common = set(a) & set(b)
+        if common:  # the point and its interval from the same rounds (the A/A pair may have more)
+            a, b = {r: a[r] for r in common}, {r: b[r] for r in common}
         if not a or not b or not sum(b.values()):
             return NONE
         ratio = (sum(a.values()) / len(a)) / (sum(b.values()) / len(b))
