@@ -67,7 +67,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "max_rounds: the declaration's, else four times the rounds) to the concurrencies whose "
         "deciding comparisons are undecided, until each is decided, max_rounds or the budget ends",
     )
-    p.add_argument("--budget", metavar="DURATION", help="after this long from the start (20m, 90s, 1h30m), add no more rounds")
+    p.add_argument(
+        "--budget",
+        metavar="DURATION",
+        help="after this long from the start (20m, 90s, 1h30m), add no more rounds",
+    )
     p.add_argument(
         "--max-rounds", type=int, metavar="N", help="the most rounds a cell reaches (implies --until-decided)"
     )

@@ -112,11 +112,13 @@ class Experiment:
     max_rounds: int = 0  # the most rounds measuring until decided reaches (0: rounds, fixed)
     budget_s: float | None = None  # how long adding rounds may take (None: no limit)
     contention_limit: float | None = DEFAULT_CONTENTION_LIMIT  # None: no cell is measured again
+    design: tuple[int, ...] = ()  # a look's rounds run under the whole design: its looks, fixed
 
     @property
     def schedule(self) -> tuple[int, ...]:
-        """The round counts of the design's looks (one look: a fixed design)."""
-        return looks(self.rounds, max(self.max_rounds, self.rounds))
+        """The round counts of the design's looks (one look: a fixed design): the declared
+        rounds doubling up to max_rounds, kept when a look runs the experiment to more rounds."""
+        return self.design or looks(self.rounds, max(self.max_rounds, self.rounds))
 
     @property
     def looks_text(self) -> str | None:

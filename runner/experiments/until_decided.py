@@ -160,7 +160,7 @@ def run_until_decided(exp: Experiment, db: Path, progress: Progress, run) -> obj
             f"{', '.join(str(c) for c in sorted({c for _, c in wanted}))}"
         )
         more = run(
-            dataclasses.replace(exp, rounds=rounds),
+            dataclasses.replace(exp, rounds=rounds, design=schedule),  # its runs record the whole design
             lambda cell: (cell.arm, cell.concurrency) in wanted,
             deadline,
         )

@@ -92,18 +92,21 @@ class _Post:
         """What the post's judged data did not see (read once a post): the experiment's
         complete runs started on or after `since` (the day after the post's date), other
         chips' runs of the post's own day, and the home chip's runs its judged data passed
-        over (a re-measurement the same day)."""
+        over (a re-measurement the same day); never the runs its `data:` pin judges (a
+        revision that re-pins a post to a newer measurement)."""
         key = (experiment, quick, since)
         if key not in self._later:
             home = self.home.chip_id if self.home is not None else None
             day = since - timedelta(days=1)  # the post's own day
             from_day = self.reader.remeasured(experiment, quick, day)
             same_day = [r for r in from_day if r.day == day.strftime("%Y-%m-%d")]
-            self._later[key] = (
+            later = (
                 unseen_by_home(self.reader, experiment, quick, self.home)
                 + [r for r in same_day if r.chip_id != home]
                 + from_day[len(same_day) :]
             )
+            pinned = self.reader.judging.runs_of_folders(self.pin or ())  # the judged data is no later data
+            self._later[key] = [r for r in later if r.run_id not in pinned]
         return self._later[key]
 
     def datas(self, state: PostState, judging: Judging) -> dict[str, PostData]:

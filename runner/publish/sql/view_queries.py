@@ -22,6 +22,7 @@ from runner.publish.sql.views import (
     PROBE_OF_RUNS_SQL,
     PROBE_OF_VIEW_SQL,
     PROBES_BY_CHIP_SQL,
+    RUNS_OF_FOLDERS_SQL,
     UNSEEN_SQL,
     picked,
 )
@@ -88,14 +89,9 @@ class ViewQueries:
 
     def measurement_folders(self, experiment: str) -> list[str] | None:
         """The folders the experiment's runs were loaded from (None: not loaded from folders)."""
-        has = self._rows(
-            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'measurement_runs' "
-            "AND column_name = 'folder'",
-            {},
-        )[0][0]
-        return (
-            [r[0] for r in self._rows(MEASUREMENT_FOLDERS_SQL, {"experiment": experiment})] if has else None
-        )
+        if not self.measurement_folders_loaded():
+            return None
+        return [r[0] for r in self._rows(MEASUREMENT_FOLDERS_SQL, {"experiment": experiment})]
 
     def designs(self, experiment: str, quick: bool, as_of: datetime | Cutoff | None) -> dict[str, str]:
         """chip -> the looks of the sequential design its chosen runs were measured under
@@ -108,3 +104,20 @@ class ViewQueries:
             if chip not in out or (looks.count(","), looks) > (out[chip].count(","), out[chip]):
                 out[chip] = looks
         return out
+
+    def runs_of_folders(self, folders: tuple[str, ...]) -> set[str]:
+        """The run ids loaded from these measurement folders (a post's `data:` pin)."""
+        if not folders or not self.measurement_folders_loaded():
+            return set()
+        rows = self._rows(RUNS_OF_FOLDERS_SQL, {"folders": sorted(folders)})
+        return {r[0] for r in rows}
+
+    def measurement_folders_loaded(self) -> bool:
+        """Whether the database was loaded from measurement folders (it knows each run's)."""
+        return bool(
+            self._rows(
+                "SELECT count(*) FROM information_schema.columns WHERE table_name = 'measurement_runs' "
+                "AND column_name = 'folder'",
+                {},
+            )[0][0]
+        )

@@ -56,6 +56,9 @@ SELECT DISTINCT m.folder FROM chosen c JOIN measurement_runs m ON m.run_id = c.r
 WHERE list_contains($chips::VARCHAR[], c.chip_id)
 ORDER BY m.folder"""
 
+RUNS_OF_FOLDERS_SQL = """
+SELECT run_id FROM measurement_runs WHERE list_contains($folders::VARCHAR[], folder) ORDER BY run_id"""
+
 MEASUREMENT_FOLDERS_SQL = """
 SELECT DISTINCT m.folder FROM measurement_runs m JOIN runs r USING (run_id)
 WHERE r.experiment = $experiment ORDER BY m.folder"""

@@ -24,9 +24,10 @@ The method, in one place:
   another, so a ratio or gain is judged on the rounds' own ratios: t over the log of
   arm / base in each round both arms measured (the round's drift cancels; the point, too,
   is the ratio of the two arms' means over those rounds, since measuring until decided
-  gives the A/A pair more rounds), the interval the point ratio times exp(+-half-width); the harness checks this for means, totals and
-  percentiles (p50, p99). Values that are not all positive (a share that can be 0) use
-  the rounds' differences over the base's mean instead.
+  gives the A/A pair more rounds), the interval the point ratio times exp(+-half-width);
+  the harness checks this for means, totals and percentiles (p50, p99). Values that are
+  not all positive (a share that can be 0) use the rounds' differences over the base's
+  mean instead.
 - A traffic profile's figure (a share-weighted sum over concurrencies) is formed round by
   round and judged the same way; a share pooled over runs (drafted passes at a width) by
   the runs' own shares, its interval kept inside [0, 1], as is a share of drafts kept
