@@ -151,19 +151,18 @@ def run_experiment(
                 if cell.arm not in runtimes:
                     progress.note(f"loading and warming up {exp.runtime(cell.arm)} for arm {cell.arm}")
                     runtimes[cell.arm] = start_arm(exp, cell.arm, checkpoint, shelf)
-                _cell(
+                measuring = _Measuring(
                     st,
                     exp,
-                    cell,
-                    runtimes[cell.arm],
                     stream,
                     progress,
                     summary,
-                    CellLabel(k, len(todo), cell.arm, cell.concurrency, cell.round),
                     dict(chip_id=chip_id, model_sha256=model_sha256[cell.arm], code_version=code),
                     cell_folders,
                     machine.columns(),
                 )
+                label = CellLabel(k, len(todo), cell.arm, cell.concurrency, cell.round)
+                _cell(measuring, cell, runtimes[cell.arm], label)
                 if k == last[cell.arm] and isinstance(runtimes[cell.arm], Runtime):
                     runtimes.pop(cell.arm).stop()  # the arm is done: its server goes now
                     memory.release()
@@ -180,58 +179,52 @@ def _group(cells: list[CellRecord], i: int) -> tuple | None:
     return None if i == 0 else (cells[i - 1].round, cells[i - 1].concurrency, cells[i - 1].rate)
 
 
-def _cell(
-    st: Store,
-    exp: Experiment,
-    cell: CellRecord,
-    runtime: Runtime | RuntimeFault,
-    stream: PromptStream,
-    progress: Progress,
-    summary: RunSummary,
-    label: CellLabel,
-    run: dict,
-    cell_folders: CellFolders | None = None,
-    machine: dict[str, float] | None = None,
-) -> None:
+@dataclass
+class _Measuring:
+    """What every cell of one invocation is measured with and handed to."""
+
+    st: Store
+    exp: Experiment
+    stream: PromptStream
+    progress: Progress
+    summary: RunSummary
+    run: dict  # the run row's machine facts: chip, model hash, code version
+    cell_folders: CellFolders | None
+    machine: dict[str, float] | None  # the machine probe's columns
+
+
+def _cell(m: _Measuring, cell: CellRecord, runtime: Runtime | RuntimeFault, label: CellLabel) -> None:
     """One cell, measured again in its slot (at most load.MAX_RERUNS times) while other
     processes or the hypervisor took more of its CPU than the declared limit; the run
     kept records how many times it was (and is flagged busy when still contended)."""
-    limit = load.contention_limit(exp.contention_limit)
+    limit = load.contention_limit(m.exp.contention_limit)
     for attempt in range(load.MAX_RERUNS + 1):
         last = limit is None or attempt == load.MAX_RERUNS
-        reruns = None if limit is None else attempt
-        args = (st, exp, cell, runtime, stream, progress, summary, label, run, cell_folders, machine)
-        if _attempt(*args, None if last else limit, reruns):
+        if _attempt(m, cell, runtime, label, None if last else limit, None if limit is None else attempt):
             return
 
 
 def _attempt(
-    st: Store,
-    exp: Experiment,
+    m: _Measuring,
     cell: CellRecord,
     runtime: Runtime | RuntimeFault,
-    stream: PromptStream,
-    progress: Progress,
-    summary: RunSummary,
     label: CellLabel,
-    run: dict,
-    cell_folders: CellFolders | None,
-    machine: dict[str, float] | None,
     limit: float | None,
     reruns: int | None,
 ) -> bool:
     """Measure the cell once; False when it was contended past `limit` (to run again)."""
-    exp = at_rate(exp, cell.rate)
+    st, stream, progress, summary = m.st, m.stream, m.progress, m.summary
+    exp = at_rate(m.exp, cell.rate)
     knobs = runtime.knobs if isinstance(runtime, Runtime) else exp.runtime_knobs(cell.arm)
     run_id = st.begin_run(
         cell,
         knobs=knobs,
         runtime_version=runtime.runtime_version if isinstance(runtime, Runtime) else None,
         server_version=runtime.server_version() if isinstance(runtime, Runtime) else None,
-        **run,
+        **m.run,
     )
-    if machine:
-        st.record_probe(run_id, machine)
+    if m.machine:
+        st.record_probe(run_id, m.machine)
     w = exp.workload
     target = CellTarget(
         min_requests(w, cell.concurrency),
@@ -273,9 +266,9 @@ def _attempt(
             st.append_passes(run_id, rows.passes)
         st.finish_run(run_id, "complete", load=figures, contention_reruns=reruns)
     summary.completed += 1
-    if cell_folders is not None:  # outside the clock, before the next cell: a kill now loses nothing
+    if m.cell_folders is not None:  # outside the clock, before the next cell: a kill now loses nothing
         try:
-            cell_folders.write(st, run_id)
+            m.cell_folders.write(st, run_id)
         except StoreError as e:  # the run's folder, or the next load, writes it
             progress.note(f"the finished cell's folder was not written: {e}")
     progress.cell_finished(label, "complete", rows.output_tokens, seconds, requests=len(rows.requests))
