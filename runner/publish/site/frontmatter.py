@@ -40,13 +40,20 @@ def is_data_post(meta: dict) -> bool:
     return "experiment" in meta or "experiments" in meta
 
 
+def declaration_doc(declarations: Path | None, experiment: str) -> dict | None:
+    """The experiment's declaration as parsed TOML; None when it is not readable here."""
+    path = declarations / f"{experiment}.toml" if declarations else None
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8")) if path else {}
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+
+
 def declared(declarations: Path | None, experiment: str) -> tuple[tuple[str, ...], str]:
     """The arms of the experiment's declaration in file order (the default base is the
     first) and its model; ((), experiment) when the declaration is not readable here."""
-    path = declarations / f"{experiment}.toml" if declarations else None
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8")) if path else {}
-    except (OSError, tomllib.TOMLDecodeError):
+    doc = declaration_doc(declarations, experiment)
+    if doc is None:
         return (), experiment
     arms, model = doc.get("arms", {}), doc.get("model", experiment)
     return (tuple(arms) if isinstance(arms, dict) else ()), str(model)
@@ -55,9 +62,5 @@ def declared(declarations: Path | None, experiment: str) -> tuple[tuple[str, ...
 def declared_band(declarations: Path | None, experiment: str) -> float:
     """The declaration's `equivalence` as a fraction (default 10%; the declaration's own
     check refuses a malformed one before anything is measured)."""
-    path = declarations / f"{experiment}.toml" if declarations else None
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8")) if path else {}
-    except (OSError, tomllib.TOMLDecodeError):
-        return DEFAULT_BAND
+    doc = declaration_doc(declarations, experiment) or {}
     return parse_band(doc.get("equivalence", "")) or DEFAULT_BAND
