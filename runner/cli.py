@@ -10,8 +10,8 @@ import sys
 # verb -> (module, one-line help)
 VERBS = {
     "run": ("runner.experiments.commands", "run a declared experiment into DuckDB"),
-    "export": ("runner.experiments.commands", "export an experiment's rows to Parquet"),
-    "import": ("runner.experiments.commands", "merge exported rows from another machine"),
+    "export": ("runner.experiments.exchange_commands", "export an experiment's rows to Parquet"),
+    "import": ("runner.experiments.exchange_commands", "merge exported rows from another machine"),
     "build": ("runner.publish.site.commands", "build the site (mkdocs build --strict)"),
     "audit": ("runner.publish.site.commands", "print every claim with its recomputed value"),
     "pin": ("runner.publish.site.pin", "pin a post's judged data to the measurement folders it reads"),
