@@ -50,3 +50,27 @@ def read_prompts(path: Path) -> list[Prompt]:
             raise PromptsError(f"{path}:{number}: expected an object with a string 'text'")
         prompts.append(Prompt(str(record.get("id", f"{path.name}:{number}")), record["text"]))
     return prompts
+
+
+def line_chunks(
+    named_texts: list[tuple[str, str]], min_chars: int = 1000, max_chars: int = 1600, limit: int = 300
+) -> list[Prompt]:
+    """Line-aligned chunks of roughly min..max characters, named `file:first_line`.
+
+    Chunks are taken in file order; when there are more than `limit`, an evenly spaced
+    subset is kept so that every file can contribute."""
+    chunks: list[Prompt] = []
+    for name, text in named_texts:
+        buf, start_line = [], 1
+        for i, line in enumerate(text.splitlines(keepends=True), start=1):
+            buf.append(line)
+            if sum(map(len, buf)) >= min_chars:
+                body = "".join(buf)[:max_chars]
+                if body.strip():
+                    chunks.append(Prompt(f"{name}:{start_line}", body))
+                buf, start_line = [], i + 1
+    if len(chunks) > limit:
+        step = (len(chunks) - 1) / max(limit - 1, 1)
+        picks = sorted({round(i * step) for i in range(limit)})
+        chunks = [chunks[i] for i in picks]
+    return chunks

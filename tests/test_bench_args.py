@@ -17,6 +17,7 @@ from runner.cli import main as cli_main
         (["--pass-cost", "--layers", "0"], "--layers expects comma-separated positive integers, got '0'"),
         (["--rounds", "0"], "--rounds and --repeats must be at least 1"),
         (["--mtp", "--draft-tokens", "17"], "--draft-tokens expects a count from 1 to 16, got 17"),
+        (["--mtp", "--prompt-tokens", "4"], "--prompt-tokens expects a count from 8 to 512, got 4"),
     ],
 )
 def test_bad_bench_arguments_exit_2_with_one_line(argv, message, capsys):
@@ -63,6 +64,8 @@ def test_the_drafting_table_gives_each_arm_its_pass_time_beside_its_tokens_per_r
     assert set(rows) == {"off", "mtp-chain"}
     assert float(rows["off"][4]) == 0.0 and float(rows["mtp-chain"][4]) > 1.0
     assert all(float(m[5]) > 0.0 for m in rows.values())
+    # greedy drafting leaves the output token for token what no drafting gives
+    assert all(" yes " in line for line in lines if line.split()[:1] == ["mtp-chain"])
 
 
 def test_every_width_runs_the_same_prompts_each_round():
@@ -71,3 +74,13 @@ def test_every_width_runs_the_same_prompts_each_round():
 
     assert round_prompts((1, 4)) == 4 and round_prompts((1, 2, 4)) == 4 and round_prompts((1, 2, 3, 4)) == 12
     assert round_prompts((1,)) == 1
+
+
+def test_the_unseen_text_set_runs_and_names_its_packages(capsys):
+    """The drafting A/B on third-party code: the header names the set by its packages'
+    versions and a hash of the prompts, so two figures on different sets are told apart."""
+    argv = ["--mtp", "--arms", "off,mtp", "--seqs", "1", "--rounds", "1", "--repeats", "1"]
+    assert not cli_main(["bench", "--no-openblas", *argv, "--tokens", "8", "--prompts", "unseen"])
+    out = capsys.readouterr().out
+    assert "prompts of 48 tokens" in out and "from the unseen-text prompts (jinja2 " in out
+    assert re.search(r"\d+ prompts sha256 [0-9a-f]{12}\)", out)

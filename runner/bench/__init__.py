@@ -53,6 +53,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "1 to 16 (the MTP layer chained k times; default: 1); the other arms name their own k",
     )
     p.add_argument(
+        "--prompts",
+        choices=("heldout", "unseen"),
+        default="heldout",
+        help="with --mtp: the checkpoint's held-out prompts (its training corpus's other files), or "
+        "unseen text: third-party packages' code no checkpoint or drafter was trained on "
+        "(runner/unseen_text.py; default: heldout)",
+    )
+    p.add_argument(
+        "--prompt-tokens",
+        type=int,
+        default=48,
+        help="with --mtp: each prompt's first N tokens (default: 48)",
+    )
+    p.add_argument(
         "--arms",
         default="off,mtp,mtp-chain,adaptive",
         help="with --mtp: comma-separated arms among off, mtp (k = 1), mtp-chain (k = 3), block-4, "
@@ -73,6 +87,9 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if seqs is None or max(seqs) > 4:
         print(f"runner bench: --seqs expects comma-separated sequence counts from 1 to 4, got {args.seqs!r}")
+        return 2
+    if not 8 <= args.prompt_tokens <= 512:
+        print(f"runner bench: --prompt-tokens expects a count from 8 to 512, got {args.prompt_tokens}")
         return 2
     if not 1 <= args.draft_tokens <= 16:
         print(f"runner bench: --draft-tokens expects a count from 1 to 16, got {args.draft_tokens}")
@@ -98,6 +115,8 @@ def main(args: argparse.Namespace) -> int:
                     args.repeats,
                     tuple(seqs),
                     args.draft_tokens,
+                    args.prompts,
+                    args.prompt_tokens,
                 )
             except ArmError as e:
                 print(f"runner bench --mtp: {e}")

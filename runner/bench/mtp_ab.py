@@ -16,6 +16,8 @@ lengths passes carried, and state bytes.
   the older policy arms `always`, `solo`, `lazy-solo` whose k is `--draft-tokens`.
 - Every arm's knobs are checked against the checkpoint before anything loads: an arm the
   checkpoint cannot run (no block drafter) is one clear error, exit 2.
+- "= off": whether the arm's greedy outputs were token for token `off`'s in every round
+  (drafting must not change them).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import statistics
 
 from ..engine import Engine
 from ..prompts import read_prompts
+from ..unseen_text import fingerprint, unseen_prompts
 from .stats import machine_line, ratio_spread, spread
 
 ARMS = {
@@ -56,19 +59,27 @@ def arm_knobs(arms: list[str], draft_tokens: int) -> dict[str, dict]:
     return {a: dict(ARMS[a], draft_tokens=draft_tokens) if a in FLEXIBLE else ARMS[a] for a in arms}
 
 
-def heldout_prompts(engine: Engine, n: int, length: int) -> list[list[int]]:
-    texts = [p.text for p in read_prompts(engine.checkpoint_dir / "heldout.jsonl")]
-    ids = [engine.tokenizer.encode(t).ids for t in texts]
-    return [x[:length] for x in ids if len(x) >= length][:n]
+def prompt_pool(engine: Engine, source: str, n: int, length: int) -> tuple[list[list[int]], str]:
+    """Up to n prompts of `length` tokens from the checkpoint's held-out prompts or the
+    unseen-text set, and a line naming the set (the unseen set's fingerprint)."""
+    if source == "unseen":
+        prompts = unseen_prompts()
+        where = f"unseen-text prompts ({fingerprint(prompts)})"
+    else:
+        prompts = read_prompts(engine.checkpoint_dir / "heldout.jsonl")
+        where = f"held-out prompts ({engine.checkpoint_dir / 'heldout.jsonl'})"
+    ids = [engine.tokenizer.encode(p.text).ids for p in prompts]
+    return [x[:length] for x in ids if len(x) >= length][:n], where
 
 
 def measure(engine: Engine, batches: list[list[list[int]]], new_tokens: int) -> dict:
     """One round of an arm at one width: its batches one after another, figures over all."""
-    passes, reqs = [], []
+    passes, reqs, outputs = [], [], []
     for batch in batches:
-        _, p, r = engine.collect(batch, new_tokens)
+        outs, p, r = engine.collect(batch, new_tokens)
         passes.extend(p)
         reqs.extend(r)
+        outputs.extend(outs)
     per_seq = [(r.output_tokens - 1) / ((r.done_ns - r.first_token_ns) / 1e9) for r in reqs]
     drafted = sum(p.drafted for p in passes)
     hist = [0] * 17  # drafting row-passes by drafts kept
@@ -94,6 +105,7 @@ def measure(engine: Engine, batches: list[list[list[int]]], new_tokens: int) -> 
         acceptance=(sum(p.accepted for p in passes) / drafted) if drafted else 0.0,
         state_mb=max(p.max_row_state_bytes for p in passes) / 1e6,
         pass_ms=statistics.mean(p.duration_ns for p in passes if p.kind == "decode") / 1e6,
+        outputs=outputs,
     )
 
 
@@ -129,6 +141,8 @@ def run(
     repeats: int = 1,
     widths: tuple[int, ...] = (1, 4),
     draft_tokens: int = 1,
+    prompts: str = "heldout",
+    prompt_tokens: int = 48,
 ) -> None:
     knobs = arm_knobs(arms, draft_tokens)
     for a in arms:
@@ -140,13 +154,13 @@ def run(
         a: Engine.from_pretrained(model, max_batch_size=4, prefill_chunk=256, **knobs[a]) for a in arms
     }
     for engine in engines.values():
-        engine.warmup(48 + new_tokens)
+        engine.warmup(prompt_tokens + new_tokens)
     any_engine = next(iter(engines.values()))
     n = round_prompts(widths)
-    pool = heldout_prompts(any_engine, n * (rounds + 1), 48)
+    pool, where = prompt_pool(any_engine, prompts, n * (rounds + 1), prompt_tokens)
     if len(pool) < n * (rounds + 1):
         raise ArmError(
-            f"{any_engine.checkpoint_dir / 'heldout.jsonl'} has {len(pool)} prompts of at least 48 tokens; "
+            f"the {where} hold {len(pool)} prompts of at least {prompt_tokens} tokens; "
             f"{rounds + 1} rounds (one to warm up) of {n} need {n * (rounds + 1)}"
         )
     rounds_of = [pool[i * n : (i + 1) * n] for i in range(rounds + 1)]
@@ -161,14 +175,14 @@ def run(
     print(machine_line())
     print(
         f"checkpoint: {any_engine.checkpoint_dir}, {rounds} interleaved rounds (fastest of {repeats} runs "
-        f"each), {new_tokens} new tokens, {n} held-out prompts of 48 tokens a round at every width "
-        f"(in batches of the width); arms' k: "
+        f"each), {new_tokens} new tokens, {n} prompts of {prompt_tokens} tokens a round at every width "
+        f"(in batches of the width) from the {where}; arms' k: "
         + ", ".join(f"{a} {knobs[a].get('draft_tokens', 0)}" for a in arms)
     )
     print(
         f"{'arm':<14} {'seqs':>4} {'decode tok/s/seq':>24} {'vs off':>20} {'drafted passes':>15} "
         f"{'acceptance':>11} {'tokens/row-pass':>15} {'ms/pass':>8} {'by position':>19} "
-        f"{'state MB/seq':>12}  k carried"
+        f"{'state MB/seq':>12} {'= off':>5}  k carried"
     )
     for w in widths:
         for a in arms:
@@ -180,11 +194,15 @@ def run(
             passes = statistics.mean(m["passes"] for m in ms)
             carried, kept = ([sum(m[key][i] for m in ms) for i in range(17)] for key in ("carried", "kept"))
             lengths = [sum(m["lengths"][i] for m in ms) for i in range(17)]
+            offs = results.get(("off", w), ms)
+            same = sum(m["outputs"] == o["outputs"] for m, o in zip(ms, offs))
+            same_text = "yes" if same == len(ms) else f"NO {same}/{len(ms)}"
             print(
                 f"{a:<14} {w:>4} {spread(dec):>24} {ratio_spread(dec, base):>20} "
                 f"{drafted_passes:>7.1f}/{passes:<7.1f}"
                 f"{statistics.mean(m['acceptance'] for m in ms):>11.1%} "
                 f"{statistics.mean(taus) if taus else 0.0:>15.2f} "
                 f"{statistics.median(m['pass_ms'] for m in ms):>8.2f} {by_position(carried, kept):>19} "
-                f"{max(m['state_mb'] for m in ms):>12.3f}  {k_shares(lengths)}"
+                f"{max(m['state_mb'] for m in ms):>12.3f} {same_text:>5}"
+                f"  {k_shares(lengths)}"
             )

@@ -60,7 +60,7 @@ class ScriptEntry:
 
 @dataclass(frozen=True)
 class Workload:
-    prompts: str  # "heldout" or a JSONL path
+    prompts: str  # "heldout", "unseen" (runner/unseen_text.py) or a JSONL path
     requests_per_client: int  # the least each client sends in a cell (poisson: x concurrency)
     prompt_tokens: tuple[int, int]  # inclusive range (script: the entries' shortest and longest)
     max_new_tokens: int  # (script: the entries' default, else their longest)

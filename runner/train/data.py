@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runner.prompts import Prompt
+from runner.prompts import Prompt, line_chunks
 
 EOS_TOKEN = "<|endoftext|>"
 
@@ -51,22 +51,6 @@ def windows(stream: np.ndarray, context: int) -> np.ndarray:
 def heldout_prompts(
     named_texts: list[tuple[str, str]], min_chars: int = 1000, max_chars: int = 1600, limit: int = 300
 ) -> list[Prompt]:
-    """Line-aligned chunks of roughly min..max characters from held-out files.
-
-    Chunks are taken in file order; when there are more than `limit`, an evenly spaced
-    subset is kept so every held-out file can contribute."""
-    chunks: list[Prompt] = []
-    for name, text in named_texts:
-        buf, start_line = [], 1
-        for i, line in enumerate(text.splitlines(keepends=True), start=1):
-            buf.append(line)
-            size = sum(map(len, buf))
-            if size >= min_chars:
-                body = "".join(buf)[:max_chars]
-                if body.strip():
-                    chunks.append(Prompt(f"{name}:{start_line}", body))
-                buf, start_line = [], i + 1
-    if len(chunks) > limit:
-        picks = np.linspace(0, len(chunks) - 1, limit).round().astype(int)
-        chunks = [chunks[i] for i in sorted(set(picks.tolist()))]
-    return chunks
+    """Line-aligned chunks of roughly min..max characters from held-out files
+    (`prompts.line_chunks`, which the unseen-text set shares)."""
+    return line_chunks(named_texts, min_chars, max_chars, limit)

@@ -238,5 +238,14 @@ def _prompts(c: _Checker, workload: dict, checkpoint: Path | None) -> None:
     if prompts == "heldout":
         if checkpoint is not None and not (checkpoint / "heldout.jsonl").is_file():
             c.bad("workload.prompts", f"{checkpoint} has no heldout.jsonl; give a JSONL path instead")
+    elif prompts == "unseen":
+        from runner.prompts import PromptsError
+        from runner.unseen_text import PACKAGES, package_root
+
+        try:
+            for name in PACKAGES.values():
+                package_root(name)
+        except PromptsError as e:
+            c.bad("workload.prompts", str(e))
     elif not Path(prompts).is_file():
-        c.bad("workload.prompts", f"'heldout' or a JSONL file; {prompts!r} does not exist")
+        c.bad("workload.prompts", f"'heldout', 'unseen' or a JSONL file; {prompts!r} does not exist")

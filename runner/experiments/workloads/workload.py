@@ -3,7 +3,8 @@ client (prompt(client, i)) or by request id (prompt_of(request_id), for open-loo
 arrivals).
 
 - Prompts come from held-out text (the checkpoint's heldout.jsonl, or a JSONL file of
-  {"id", "text"} objects, read by `runner/prompts.py`) tokenised with the checkpoint's
+  {"id", "text"} objects, read by `runner/prompts.py`; or `"unseen"`, third-party code no
+  checkpoint was trained on, `runner/unseen_text.py`) tokenised with the checkpoint's
   tokenizer.json. With shared_prefix_tokens = N, every prompt starts with the same N
   tokens, taken from one held-out text chosen by the seed.
 - Request ids: a stream is `width` clients wide (the experiment's largest concurrency),
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from runner import unseen_text
 from runner.experiments.declaration import Workload
 from runner.experiments.workloads.datasets import DatasetError, is_dataset, read_dataset
 from runner.prompts import PromptsError, read_prompts
@@ -47,6 +49,15 @@ def read_texts(path: Path) -> list[str]:
 
 def prompt_source(workload: Workload, checkpoint: Path) -> Path:
     return checkpoint / "heldout.jsonl" if workload.prompts == "heldout" else Path(workload.prompts)
+
+
+def source_texts(workload: Workload, source: Path) -> list[str]:
+    if workload.prompts == unseen_text.NAME:
+        try:
+            return [p.text for p in unseen_text.unseen_prompts()]
+        except PromptsError as e:
+            raise WorkloadError(str(e)) from None
+    return read_texts(source)
 
 
 class _TokenStream:
@@ -123,10 +134,11 @@ class PromptStream:
         self.width = width
         self._new_dist, self._max_new = workload.new_tokens_dist, workload.max_new_tokens
         self._new_rng, self._new_tokens = random.Random(seed * 1_000_003 + 28), []
-        self._data = _Dataset(workload, seed, source, tokenizer) if is_dataset(source) else None
+        dataset = workload.prompts != unseen_text.NAME and is_dataset(source)
+        self._data = _Dataset(workload, seed, source, tokenizer) if dataset else None
         if self._data is not None:
             return
-        encoded = tokenizer.encode_batch(read_texts(source), add_special_tokens=False)
+        encoded = tokenizer.encode_batch(source_texts(workload, source), add_special_tokens=False)
         self._text = _TokenStream([e.ids for e in encoded], source)
         self._rng = random.Random(seed)
         self._shared = self._text.take(
