@@ -76,6 +76,14 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
         help="with --drafter: greedy continuations to train on (default 1024; --resume needs the same)",
     )
     p.add_argument(
+        "--recipe",
+        choices=("heldout", "general"),
+        default="heldout",
+        help="with --drafter: 'heldout' (the first recipe: train-stream prompts, cross-entropy) or "
+        "'general' (the stdlib's tests and tools too, longer contexts, distilled on the target's "
+        "logits, continued from the shipped drafter)",
+    )
+    p.add_argument(
         "--resume", action="store_true", help="continue an interrupted run from its last checkpoint"
     )
     add_train_tiny_arguments(p)

@@ -1,5 +1,9 @@
 """The training corpus: the running interpreter's standard-library `.py` sources.
 
+The block drafter's broader prompt set adds the standard library's own tests, idlelib and
+lib2to3 (`list_extra_sources`, pinned in `drafter_corpus_manifest.json`): still nothing
+from a third-party package, which is where the unseen-text prompts come from.
+
 Pins the file list in a manifest (path relative to the stdlib, size, sha256) so that a
 re-run trains on exactly the same bytes, and splits files deterministically into train
 and held-out by a hash of their path. This file only reads text; it does not tokenize
@@ -15,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MANIFEST = Path(__file__).resolve().parent / "corpus_manifest.json"
-EXCLUDED_DIRS = frozenset({"site-packages", "test", "tests", "idlelib", "lib2to3"})
+DRAFTER_MANIFEST = Path(__file__).resolve().parent / "drafter_corpus_manifest.json"
+EXTRA_DIRS = frozenset({"test", "tests", "idlelib", "lib2to3"})  # the drafter's broader set
+EXCLUDED_DIRS = frozenset({"site-packages"}) | EXTRA_DIRS
 HELDOUT_PERCENT = 5  # files whose path hash falls in the first 5 of 100 buckets
 
 
@@ -34,12 +40,14 @@ def stdlib_root() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
 
 
-def list_sources(root: Path) -> list[CorpusFile]:
-    """Every `.py` under root outside the excluded directories, sorted by path."""
+def list_sources(root: Path, extra: bool = False) -> list[CorpusFile]:
+    """Every `.py` under root outside the excluded directories, sorted by path; with
+    `extra`, instead those under the drafter's extra directories (never site-packages)."""
     found = []
     for p in root.rglob("*.py"):
         rel = p.relative_to(root)
-        if set(rel.parts[:-1]) & EXCLUDED_DIRS or not p.is_file():
+        dirs = set(rel.parts[:-1])
+        if not p.is_file() or "site-packages" in dirs or bool(dirs & EXTRA_DIRS) != extra:
             continue
         data = p.read_bytes()
         found.append(CorpusFile(rel.as_posix(), len(data), hashlib.sha256(data).hexdigest()))
@@ -82,11 +90,15 @@ def read_manifest(manifest: Path = MANIFEST) -> list[CorpusFile]:
         raise CorpusError(f"{manifest}: not a corpus manifest ({e.__class__.__name__}: {e})") from None
 
 
-def verify(root: Path, manifest: Path = MANIFEST) -> list[CorpusFile]:
+def list_extra_sources(root: Path) -> list[CorpusFile]:
+    return list_sources(root, extra=True)
+
+
+def verify(root: Path, manifest: Path = MANIFEST, extra: bool = False) -> list[CorpusFile]:
     """The manifest's files, after checking the local bytes match; else CorpusError
     listing the first differences (a different Python build trains a different model)."""
     pinned = read_manifest(manifest)
-    local = {f.path: f for f in list_sources(root)}
+    local = {f.path: f for f in list_sources(root, extra)}
     problems = []
     for f in pinned:
         got = local.get(f.path)

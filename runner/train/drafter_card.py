@@ -43,15 +43,21 @@ def drafter_lines(checkpoint: Path) -> list[str]:
         "block position i predicts token i.",
         f"- Training (`{log.get('command', '')}`): {log.get('steps_done')} steps of "
         f"{tc.get('batch')} sequences x {tc.get('anchors')} random anchors, blocks of k = {tc.get('k')}, "
-        f"cross-entropy weighted by exp(-(i-1)/{tc.get('gamma')}), AdamW peak lr {tc.get('peak_lr')}, "
+        f"{_loss(tc)} weighted by exp(-(i-1)/{tc.get('gamma')}), AdamW peak lr {tc.get('peak_lr')}, "
         f"on {data.get('sequences')} greedy continuations by the target ({data.get('prompt_tokens')} "
-        f"train-stream prompt tokens + {data.get('generate')} generated, seed {data.get('seed')}); "
+        f"{_prompt_source(data)} prompt tokens + {data.get('generate')} generated, seed "
+        f"{data.get('seed')}){_start(log)}; "
         f"{log.get('train_s', 0) / 60:.0f} min of training steps, wall time on the machine that trained "
         "it (its load is not recorded, so the time says little about the work). Resume: "
         f"`runner train --drafter block --model {checkpoint.name} --steps {tc.get('steps')}"
         f"{sequences_flag} --resume` "
         "(it needs the state folder `.resume/block_drafter/`, which is not committed).",
     ]
+    if cfg.get("context_window"):
+        lines.append(
+            f"- Context window: a block reads the last {cfg['context_window']} positions of its row "
+            "(the longest context it was trained on), however long the row grows."
+        )
     if not ev:
         return [*lines, "- Not evaluated yet.", ""]
     acc = ev["acceptance_at"]
@@ -70,11 +76,58 @@ def drafter_lines(checkpoint: Path) -> list[str]:
         f"| first-position acceptance, every held-out anchor | "
         f"{100 * ev['first_position_acceptance']:.1f}% |",
         f"| the MTP layer's on the same positions | {100 * ev['mtp_first_position_acceptance']:.1f}% |",
+        *_unseen_rows(ev.get("unseen")),
         "",
         f"Simulated greedy block drafting without the engine: {ev['prompts']} held-out prompts cut to "
         f"{ev['prompt_tokens']} tokens and continued greedily for {ev['generated_tokens']}; from each "
         f"round's anchor the drafter proposes k = {ev['k']} tokens, the longest prefix equal to the "
         f"target's greedy tokens is accepted plus the target's bonus token ({ev['rounds']} rounds). "
         "tau = 1 + the sum of acceptance by position.",
+        *_unseen_note(ev.get("unseen")),
         "",
+    ]
+
+
+def _loss(tc: dict) -> str:
+    share = tc.get("distill") or 0
+    if not share:
+        return "cross-entropy against its greedy tokens"
+    return (
+        f"{100 * share:.0f}% KL divergence from the target's own distribution and "
+        f"{100 * (1 - share):.0f}% cross-entropy against its greedy tokens"
+    )
+
+
+def _prompt_source(data: dict) -> str:
+    if data.get("corpus") == "broad":
+        return "standard-library (train split, tests, idlelib, lib2to3)"
+    return "train-stream"
+
+
+def _start(log: dict) -> str:
+    init = log.get("init")
+    return f", continued from {init['from']} (sha256 {init['sha256'][:12]})" if init else ""
+
+
+def _unseen_rows(u: dict | None) -> list[str]:
+    if not u:
+        return []
+    return [
+        f"| unseen text: tau at k = {u['k']} | {u['tau']:.2f} |",
+        "| unseen text: acceptance by position | "
+        + " / ".join(f"{100 * a:.0f}%" for a in u["acceptance_at"])
+        + " |",
+        f"| unseen text: first-position acceptance (the MTP layer's) | "
+        f"{100 * u['first_position_acceptance']:.1f}% ({100 * u['mtp_first_position_acceptance']:.1f}%) |",
+    ]
+
+
+def _unseen_note(u: dict | None) -> list[str]:
+    if not u:
+        return []
+    return [
+        "",
+        f"Unseen text: the same simulation on {u['prompts']} prompts of third-party Python code that "
+        f"neither the target nor its drafter was trained on (`runner/unseen_text.py`: {u['prompt_set']}; "
+        f"{u['rounds']} rounds). The set was fixed before this drafter was trained and is never trained on.",
     ]

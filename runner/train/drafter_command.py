@@ -1,4 +1,11 @@
-"""`runner train --drafter block --model tiny|deep [--resume] [--steps N] [--sequences N]`.
+"""`runner train --drafter block --model tiny|deep [--recipe heldout|general] [--resume]
+[--steps N] [--sequences N]`.
+
+- `--recipe general` (`GENERAL`): prompts from the broad stdlib set (its tests and tools
+  as well), 128-token prompts continued for 160, 24 anchors a sequence, 80% of the loss
+  distilled from the target's logits, continued from the shipped drafter (its sha256 is
+  part of the recipe, so a resume under another start is refused). Its state folder is
+  `.resume/block_drafter-general/`.
 
 - Trains the block drafter of a shipped checkpoint against its own greedy
   continuations (cached under `<model>/.resume/block_drafter/`), saving the full state
@@ -23,8 +30,21 @@ from .. import blas
 MODELS = Path(__file__).resolve().parent.parent / "models"
 
 
-def state_dir(checkpoint: Path) -> Path:
-    return checkpoint / ".resume" / "block_drafter"
+def state_dir(checkpoint: Path, recipe: str = "heldout") -> Path:
+    return checkpoint / ".resume" / ("block_drafter" if recipe == "heldout" else f"block_drafter-{recipe}")
+
+
+# The general recipe's settings over the defaults: (continuations, training)
+GENERAL = (
+    dict(corpus="broad", sequences=4096, prompt_tokens=128, generate=160),
+    dict(anchors=24, distill=0.8, peak_lr=1e-3, steps=1200),
+)
+
+
+def weights_sha(directory: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256((directory / "block_drafter.safetensors").read_bytes()).hexdigest()
 
 
 def drafter_layers(num_hidden_layers: int) -> int:
@@ -66,6 +86,7 @@ def train(checkpoint: Path, args: argparse.Namespace, verb: str) -> None:
         BlockDrafter,
         DrafterConfig,
         drafter_dir,
+        load_block_drafter,
         save_block_drafter,
         spread_layers,
     )
@@ -74,12 +95,13 @@ def train(checkpoint: Path, args: argparse.Namespace, verb: str) -> None:
     log = lambda m: print(m, flush=True)  # noqa: E731
     target_args = read_args(checkpoint)
     target = load_model(checkpoint, target_args, with_mtp=False, with_indexer=False, fuse=False)
-    cfg = drafter_train.DrafterTrainConfig(seed=args.seed)
+    general = getattr(args, "recipe", "heldout") == "general"
+    cfg = drafter_train.DrafterTrainConfig(seed=args.seed, **(GENERAL[1] if general else {}))
     if args.steps:
         cfg.steps = args.steps
     if args.batch:
         cfg.batch = args.batch
-    spec = drafter_data.ContinuationSpec(seed=args.seed)
+    spec = drafter_data.ContinuationSpec(seed=args.seed, **(GENERAL[0] if general else {}))
     if args.sequences:
         spec = replace(spec, sequences=args.sequences)
     dcfg = DrafterConfig(
@@ -90,7 +112,19 @@ def train(checkpoint: Path, args: argparse.Namespace, verb: str) -> None:
         block_size=cfg.k,
     )
     meta = {"model": args.model, "drafter": asdict(dcfg), "train": asdict(cfg), "data": asdict(spec)}
-    states = state_dir(checkpoint)
+    init = None
+    states = state_dir(checkpoint, "general" if general else "heldout")
+    if general:
+        # the start is copied once: publishing overwrites the shipped drafter as it trains
+        start = states / "init"
+        if not (start / "block_drafter.safetensors").is_file():
+            import shutil
+
+            shutil.copytree(drafter_dir(checkpoint), start, dirs_exist_ok=True)
+        init = load_block_drafter(start, name=str(start))
+        meta["init"] = {"from": "the shipped drafter", "sha256": weights_sha(start)}
+        dcfg = init.cfg
+        meta["drafter"] = asdict(dcfg)
     restored = None
     if args.resume:
         restored = drafter_train.load_state(states, meta)
@@ -104,12 +138,16 @@ def train(checkpoint: Path, args: argparse.Namespace, verb: str) -> None:
     started = time.time()
     seqs = drafter_data.cached_continuations(checkpoint, states / "continuations.npz", spec, log)
     log(f"{verb}: target features of {len(seqs)} sequences (computed once)")
-    features = drafter_train.precompute_features(target, seqs, dcfg.target_layers, log=log)
+    features = drafter_train.precompute_features(
+        target, seqs, dcfg.target_layers, log=log, dtype=mx.float16 if general else mx.float32
+    )
     sampler = drafter_data.AnchorSampler(
         seqs, spec.prompt_tokens, cfg.batch, cfg.anchors, cfg.k, cfg.seed, features
     )
     if restored is not None:
         drafter = restored.drafter
+    elif init is not None:
+        drafter = init
     else:
         mx.random.seed(cfg.seed)
         drafter = BlockDrafter(dcfg)
@@ -128,6 +166,7 @@ def train(checkpoint: Path, args: argparse.Namespace, verb: str) -> None:
                 {
                     "train_config": asdict(cfg),
                     "data": asdict(spec),
+                    "init": meta.get("init"),
                     "parameters": n_params,
                     "steps_done": len(history),
                     "train_s": history[-1]["elapsed_s"],

@@ -1,8 +1,11 @@
 """The block drafter's training data: the target's own greedy continuations.
 
-- Prompts are seeded random windows of the shipped corpus's train stream; each is
-  continued greedily by the target (mlx-lm loading the checkpoint directory, with a KV
-  cache; the engine's `Model` agrees token for token, see evaluate.py's parity check).
+- Prompts are seeded random windows of the shipped corpus's train stream (`corpus =
+  "train"`), or (`"broad"`) line-aligned windows drawn, by size, from the train files and
+  the standard library's own tests, idlelib and lib2to3 (`corpus.list_extra_sources`);
+  never a third-party package. Each is continued greedily by the target (mlx-lm
+  loading the checkpoint directory, with a KV cache; the engine's `Model` agrees token
+  for token, see evaluate.py's parity check).
 - The sequences are cached in one .npz beside the training state (never committed),
   with the settings that made them: a cache made under other settings is refused.
 - `AnchorSampler` draws seeded batches of sequences (with their precomputed target
@@ -34,6 +37,30 @@ class ContinuationSpec:
     prompt_tokens: int = 64
     generate: int = 128
     seed: int = 0
+    corpus: str = "train"  # or "broad"
+
+
+def broad_prompts(tok, spec: ContinuationSpec) -> np.ndarray:
+    """(sequences, prompt_tokens): windows starting at a line start of a file drawn by size
+    from the train split and the extra directories."""
+    from . import corpus
+
+    root = corpus.stdlib_root()
+    train_files, _ = corpus.split(corpus.verify(root))
+    files = train_files + corpus.verify(root, corpus.DRAFTER_MANIFEST, extra=True)
+    weights = np.array([f.size for f in files], dtype=np.float64)
+    rng = np.random.default_rng(spec.seed)
+    texts: dict[int, str] = {}
+    prompts: list[list[int]] = []
+    while len(prompts) < spec.sequences:
+        i = int(rng.choice(len(files), p=weights / weights.sum()))
+        text = texts.setdefault(i, corpus.read_text(root, files[i]))
+        at = int(rng.integers(0, max(len(text), 1)))
+        at = text.rfind("\n", 0, at) + 1
+        ids = tok.encode(text[at : at + 12 * spec.prompt_tokens]).ids
+        if len(ids) >= spec.prompt_tokens:
+            prompts.append(ids[: spec.prompt_tokens])
+    return np.array(prompts, dtype=np.int32)
 
 
 def make_continuations(checkpoint: Path, spec: ContinuationSpec, log: Callable[[str], None]) -> np.ndarray:
@@ -43,14 +70,19 @@ def make_continuations(checkpoint: Path, spec: ContinuationSpec, log: Callable[[
     from .evaluate import greedy_mlx_lm
 
     tok = load_tokenizer(checkpoint)
-    root = corpus.stdlib_root()
-    train_files, _ = corpus.split(corpus.verify(root))
-    stream = data.encode_stream(
-        tok, [corpus.read_text(root, f) for f in train_files], tok.token_to_id(data.EOS_TOKEN)
-    )
-    rng = np.random.default_rng(spec.seed)
-    starts = rng.integers(0, len(stream) - spec.prompt_tokens, size=spec.sequences)
-    prompts = np.stack([stream[s : s + spec.prompt_tokens] for s in starts]).astype(np.int32)
+    if spec.corpus == "broad":
+        prompts = broad_prompts(tok, spec)
+    elif spec.corpus == "train":
+        root = corpus.stdlib_root()
+        train_files, _ = corpus.split(corpus.verify(root))
+        stream = data.encode_stream(
+            tok, [corpus.read_text(root, f) for f in train_files], tok.token_to_id(data.EOS_TOKEN)
+        )
+        rng = np.random.default_rng(spec.seed)
+        starts = rng.integers(0, len(stream) - spec.prompt_tokens, size=spec.sequences)
+        prompts = np.stack([stream[s : s + spec.prompt_tokens] for s in starts]).astype(np.int32)
+    else:
+        raise ValueError(f"continuations: corpus must be 'train' or 'broad', got {spec.corpus!r}")
     out = []
     for i in range(0, spec.sequences, 128):
         out.append(greedy_mlx_lm(checkpoint, prompts[i : i + 128], spec.generate, batch=128))

@@ -9,6 +9,8 @@ simulated on the held-out prompts.
   tokens: the longest matching prefix j plus the bonus commits j + 1, the next anchor is
   a + j + 1. tau = mean committed per round; acceptance_at(i) = share of rounds with j >= i
   (so tau = 1 + sum_i acceptance_at(i)). Rounds stop where fewer than k labels remain.
+- The same on the unseen-text set (`runner/unseen_text.py`: third-party code no model
+  or drafter was trained on), under "unseen".
 - Teacher-forced, at every anchor: the held-out block loss (as trained) and
   first-position acceptance, next to the MTP layer's on the same positions (MTP from
   (h_(a-1), x_a) predicts x_(a+1): the same information as the drafter's first slot).
@@ -26,6 +28,7 @@ import numpy as np
 from ..engine.checkpoint import load_model, load_tokenizer, read_args
 from ..engine.drafting.block_drafter import load_checkpoint_drafter, propose
 from ..prompts import read_prompts
+from ..unseen_text import fingerprint, unseen_prompts
 from .drafter_train import block_logits, position_weights, target_features
 from .evaluate import GENERATE, PROMPT_TOKENS, greedy_mlx_lm
 
@@ -86,12 +89,26 @@ def evaluate_drafter(
     k: int = K,
     batch: int = 25,
     log: Callable[[str], None] = print,
+    unseen: bool = True,
 ) -> dict:
+    """The held-out figures, and (with `unseen`) the same figures on the unseen-text set
+    under "unseen" (with its fingerprint)."""
     args = read_args(checkpoint)
     target = load_model(checkpoint, args, with_mtp=True, with_indexer=False, fuse=False)
     drafter = load_checkpoint_drafter(checkpoint, args)
     tok = load_tokenizer(checkpoint)
-    prompts = read_prompts(checkpoint / "heldout.jsonl")[:limit]
+    heldout = read_prompts(checkpoint / "heldout.jsonl")[:limit]
+    res = evaluate_on(checkpoint, target, drafter, tok, heldout, k, batch)
+    report(res, "held-out", log)
+    if unseen:
+        texts = unseen_prompts()[:limit]
+        res["unseen"] = evaluate_on(checkpoint, target, drafter, tok, texts, k, batch)
+        res["unseen"]["prompt_set"] = fingerprint(texts)
+        report(res["unseen"], "unseen text", log)
+    return res
+
+
+def evaluate_on(checkpoint: Path, target, drafter, tok, prompts, k: int, batch: int) -> dict:
     ids = [tok.encode(p.text).ids for p in prompts]
     ids = np.array([x[:PROMPT_TOKENS] for x in ids if len(x) >= PROMPT_TOKENS], dtype=np.int32)
     generated = greedy_mlx_lm(checkpoint, ids, GENERATE)
@@ -125,11 +142,15 @@ def evaluate_drafter(
         "first_position_acceptance": float(hits[0] / blocks),
         "mtp_first_position_acceptance": mtp_hits / blocks,
     }
+    return res
+
+
+def report(res: dict, name: str, log: Callable[[str], None]) -> None:
     log(
-        f"block drafter k={k}: tau {res['tau']:.2f} over {res['rounds']} rounds; acceptance by position "
+        f"block drafter k={res['k']}, {name}: tau {res['tau']:.2f} over {res['rounds']} rounds; "
+        "acceptance by position "
         + " ".join(f"{a:.2f}" for a in res["acceptance_at"])
         + f"; first position {res['first_position_acceptance']:.3f} "
         f"vs MTP {res['mtp_first_position_acceptance']:.3f}; "
-        f"held-out block loss {res['heldout_block_loss']:.3f}"
+        f"block loss {res['heldout_block_loss']:.3f}"
     )
-    return res

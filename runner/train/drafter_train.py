@@ -4,7 +4,10 @@ loop with periodic atomic full-state checkpoints.
 - Many blocks per sequence at random anchors: each block reads the target features of
   the positions strictly before its anchor and itself, never another block.
 - Cross-entropy at block positions 1..k against the target's greedy tokens, weighted by
-  exp(-(i-1)/gamma): the first drafts decide acceptance most.
+  exp(-(i-1)/gamma): the first drafts decide acceptance most. With `distill` > 0 that
+  share of the loss is instead the KL divergence from the target's own distribution at
+  the same positions (its logits come from the final hidden, the last feature the drafter
+  reads), so the drafter learns the target's confidence as well as its argmax.
 - The state (`<state>/latest/`: drafter, optimizer, sampler rng, history) is written to
   `latest.tmp/` and renamed, so an interruption leaves the previous one; a resumed run
   takes the same batches and schedule as an uninterrupted one.
@@ -48,6 +51,7 @@ class DrafterTrainConfig:
     checkpoint_every: int = 25
     log_every: int = 10
     compile: bool = True
+    distill: float = 0.0  # share of the loss that is KL(target || drafter), the rest cross-entropy
 
 
 def target_features(target: Model, tokens: mx.array, layers: tuple[int, ...]) -> mx.array:
@@ -65,13 +69,15 @@ def precompute_features(
     batch: int = 32,
     log: Optional[Callable[[str], None]] = None,
     log_every: int = 1024,
+    dtype=mx.float32,
 ) -> np.ndarray:
-    """Every sequence's context features (N, T, n*H) float32, computed once: the target is
-    frozen, so each step reads them instead of re-running it. `log` hears the progress
+    """Every sequence's context features (N, T, n*H) in `dtype`, computed once: the target
+    is frozen, so each step reads them instead of re-running it. `log` hears the progress
     every `log_every` sequences (the dense target pass over thousands takes minutes)."""
     out = []
     for i in range(0, len(sequences), batch):
-        out.append(np.array(target_features(target, mx.array(sequences[i : i + batch]), layers)))
+        f = target_features(target, mx.array(sequences[i : i + batch]), layers)
+        out.append(np.array(f.astype(dtype)))
         done = min(i + batch, len(sequences))
         if log is not None and (done % log_every < batch or done == len(sequences)):
             log(f"target features: {done}/{len(sequences)} sequences")
@@ -81,12 +87,21 @@ def precompute_features(
 class BlockBatch(NamedTuple):
     logits: mx.array  # (B * A, k, V)
     labels: mx.array  # (B * A, k) the target's tokens at anchor + 1 .. anchor + k
+    teacher: Optional[mx.array] = None  # (B * A, k, V) the target's logits for those tokens
 
 
 def block_logits(
-    drafter: BlockDrafter, target: Model, features: mx.array, tokens: mx.array, anchors: mx.array, k: int
+    drafter: BlockDrafter,
+    target: Model,
+    features: mx.array,
+    tokens: mx.array,
+    anchors: mx.array,
+    k: int,
+    with_teacher: bool = False,
 ) -> BlockBatch:
-    """Blocks at anchors (B, A) of sequences (B, T), all in one drafter pass."""
+    """Blocks at anchors (B, A) of sequences (B, T), all in one drafter pass; with
+    `with_teacher`, the target's logits at positions anchor .. anchor + k - 1 (which
+    predict the block's tokens), from the final hidden in the features."""
     B, T = tokens.shape
     A = anchors.shape[1]
     ctx = drafter.context(features, mx.broadcast_to(mx.arange(T, dtype=mx.int32)[None], (B, T)))
@@ -98,19 +113,36 @@ def block_logits(
     hidden = drafter(drafter.block_inputs(target, first, k), a[:, None] + steps, ctx, visible)
     label_pos = (anchors[..., None] + steps[1:]).reshape(B, A * k)
     labels = mx.take_along_axis(tokens, label_pos, axis=1).reshape(B * A, k)
-    return BlockBatch(draft_logits(target, hidden[:, 1:]), labels)
+    teacher = None
+    if with_teacher:  # the target's logits are fixed: no gradient flows into them
+        if drafter.cfg.target_layers[-1] != len(target.layers):
+            raise ValueError("distillation needs the final hidden among the drafter's target layers")
+        final = features[..., -drafter.cfg.hidden_size :]
+        at = mx.broadcast_to((label_pos - 1)[..., None], (B, A * k, final.shape[-1]))
+        teacher = mx.stop_gradient(target.head(mx.take_along_axis(final, at, axis=1)).reshape(B * A, k, -1))
+    return BlockBatch(draft_logits(target, hidden[:, 1:]), labels, teacher)
 
 
 def position_weights(k: int, gamma: float) -> mx.array:
     return mx.exp(-mx.arange(k, dtype=mx.float32) / gamma)
 
 
-def block_loss(drafter, target, features, tokens, anchors, k: int, gamma: float) -> mx.array:
-    """Position-weighted mean cross-entropy (nats) over every block position 1..k."""
-    out = block_logits(drafter, target, features, tokens, anchors, k)
-    ce = nn.losses.cross_entropy(out.logits.astype(mx.float32), out.labels, reduction="none")  # (N, k)
+def block_loss(
+    drafter, target, features, tokens, anchors, k: int, gamma: float, distill: float = 0.0
+) -> mx.array:
+    """Position-weighted mean over every block position 1..k (nats) of cross-entropy
+    against the greedy tokens, mixed with `distill` of KL from the target's distribution."""
+    out = block_logits(drafter, target, features, tokens, anchors, k, with_teacher=distill > 0)
+    logits = out.logits.astype(mx.float32)
+    per = nn.losses.cross_entropy(logits, out.labels, reduction="none")  # (N, k)
+    if distill > 0:
+        t = out.teacher.astype(mx.float32)
+        log_p = t - mx.logsumexp(t, axis=-1, keepdims=True)
+        log_q = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+        kl = (mx.exp(log_p) * (log_p - log_q)).sum(axis=-1)
+        per = (1 - distill) * per + distill * kl
     w = position_weights(k, gamma)
-    return (ce * w).sum(axis=-1).mean() / w.sum()
+    return (per * w).sum(axis=-1).mean() / w.sum()
 
 
 def make_optimizer(cfg: DrafterTrainConfig) -> optim.Optimizer:
@@ -123,7 +155,7 @@ def make_optimizer(cfg: DrafterTrainConfig) -> optim.Optimizer:
 def make_step(drafter: BlockDrafter, target: Model, optimizer: optim.Optimizer, cfg: DrafterTrainConfig):
     """One update on (features, tokens, anchors); returns (loss before the update, grad norm)."""
     loss_and_grad = nn.value_and_grad(
-        drafter, lambda d, f, t, a: block_loss(d, target, f, t, a, cfg.k, cfg.gamma)
+        drafter, lambda d, f, t, a: block_loss(d, target, f, t, a, cfg.k, cfg.gamma, cfg.distill)
     )
 
     def step(features: mx.array, tokens: mx.array, anchors: mx.array) -> tuple[mx.array, mx.array]:
@@ -209,7 +241,7 @@ def train_drafter(
         features = (
             target_features(target, tokens, drafter.cfg.target_layers)
             if batch.features is None
-            else mx.array(batch.features)
+            else mx.array(batch.features).astype(mx.float32)
         )
         loss, norm = step(features, tokens, mx.array(batch.anchors))
         mx.eval(loss, norm, drafter.parameters(), optimizer.state)
