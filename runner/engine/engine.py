@@ -21,6 +21,7 @@ import numpy as np
 
 from . import checkpoint as ckpt
 from .cache import BlockPool
+from .calibrate import calibrate
 from .config import EngineConfig, ModelArgs
 from .drafting.draft_policy import DraftPolicy
 from .drafting.drafter import TargetOutputs
@@ -74,6 +75,8 @@ class Engine:
         self.launcher = Launcher(self.forward, self.scheduler, self.drafter, self.policy, config)
         self._next_id = 0
         self._pass_index = 0
+        self._carried_next: Optional[int] = None  # drafts the next pass carries, when rows cut them
+        self._draft_reason = ""  # why the next pass's rows carry what they carry, when cut
         self._sha256: Optional[str] = None
         self._queued: Optional[Launched] = None  # a pass launched ahead, not yet committed
 
@@ -202,7 +205,9 @@ class Engine:
     def warmup(self, max_context: int) -> int:
         """Compile every decode shape that contexts up to `max_context` tokens can hit
         (first-time tracing otherwise lands inside timed passes), the pool first grown to
-        what full rows and a full prefix cache can hold. Returns shapes traced."""
+        what full rows and a full prefix cache can hold; then, under the adaptive policy,
+        time each draft length's passes at every width (calibrate.py). Returns shapes
+        traced."""
         if not self.config.compile:
             return 0
         ks = self.policy.carried_lengths() if self.drafter is not None else ()
@@ -211,7 +216,18 @@ class Engine:
         cached = self.config.prefix_cache_bytes // self.pool.block_bytes
         self.pool.reserve(1 + rows * (max_blocks + 1) + cached)
         traced = sum(self.forward.warm(rows, max_blocks, 1 + k, self.config.mtp_layer) for k in ks or (0,))
-        return traced + (self.drafter.warm(rows, max_context, ks) if self.drafter is not None else 0)
+        traced += self.drafter.warm(rows, max_context, ks) if self.drafter is not None else 0
+        if self.drafter is not None:  # the adaptive policy starts from this machine's costs
+            calibrate(
+                self.forward,
+                self.policy,
+                self.drafter,
+                rows,
+                max(max_context // 2, 1),
+                self.args.vocab_size,
+                self.pool.block_size,
+            )
+        return traced
 
     def clear_prefix_cache(self) -> None:
         """Drop every cached prefix block (a cold start for the next measurement)."""
@@ -235,6 +251,7 @@ class Engine:
         if cur is None:
             return []
         self._queued = self.launcher.launch_ahead(cur)
+        reason = self._draft_reason  # decided when cur's drafts were made
         out = cur.wait()  # blocks until cur has run
         done = commit_pass(cur, out, self.eos, self.drafter)
         self._draft_next(cur, out)
@@ -249,11 +266,12 @@ class Engine:
             cur.branch,
             duration,
             done.accepted_lengths,
-            drafts_next=cur.drafts_next or 0,
+            drafts_next=(cur.drafts_next or 0) if self._carried_next is None else self._carried_next,
             ahead=cur.ahead,
             queued=None if self._queued is None else self._queued.branch,
+            outcomes=done.outcomes,
         )
-        self._emit(self._pass_event(cur.plan, t0, duration, done, row_bytes))
+        self._emit(self._pass_event(cur.plan, t0, duration, done, row_bytes, reason))
         for ev in finished:
             self._emit(ev)
         return finished
@@ -290,13 +308,18 @@ class Engine:
         if self.drafter is None:
             return
         k = self.launcher.decide(cur)
+        self._carried_next, self._draft_reason = None, self.policy.reason if self.policy.adaptive else ""
         if cur.fused:
             self.drafter.adopt(cur.plan.rows, out.drafts, k > 0)
-        else:
-            self.drafter.draft(cur.plan.rows, TargetOutputs(out.starts, cur.hidden, cur.first), k)
+            return
+        self.drafter.draft(cur.plan.rows, TargetOutputs(out.starts, cur.hidden, cur.first), k)
+        cut = self.policy.trim(cur.plan.rows)
+        if cut:  # rows cut their drafts: the next pass carries at most this many
+            self._carried_next = max((len(s.drafts) for s in cur.plan.rows), default=0)
+            self._draft_reason = f"{self._draft_reason}; cut: {cut}"
 
     def _pass_event(
-        self, plan: PassPlan, t0: int, duration: int, done: PassCommit, row_bytes: list[int]
+        self, plan: PassPlan, t0: int, duration: int, done: PassCommit, row_bytes: list[int], reason: str
     ) -> PassEvent:
         event = PassEvent(
             self._pass_index,
@@ -313,6 +336,7 @@ class Engine:
             max(row_bytes),
             done.accepted_lengths,
             done.draft_lengths,
+            reason,
         )
         self._pass_index += 1
         return event

@@ -34,6 +34,9 @@ class PassEvent:
     # (accepted length m, 0..k; empty: no row drafted)
     draft_lengths: tuple[int, ...] = ()  # [k]: drafting rows that carried k drafts (same
     # rows: acceptance at position i is sum(accepted_lengths[i:]) / sum(draft_lengths[i:]))
+    draft_reason: str = ""  # under the adaptive policy, why its rows carried those drafts:
+    # the k chosen for the width and, when cut row by row from the drafter's confidence
+    # (row_lengths.py), the cut; empty under a fixed policy
 
 
 @dataclass(frozen=True, slots=True)

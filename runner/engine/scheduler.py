@@ -70,7 +70,7 @@ class Scheduler:
         for i, seq in enumerate(self.running):
             if not seq.prefilling:
                 if not use_drafts:
-                    seq.drafts, seq.draft_probs = [], []
+                    seq.drafts, seq.draft_probs, seq.draft_conf = [], [], []
                 feeds[i] = [seq.tokens[-1], *seq.drafts]
                 n_decode += len(feeds[i])
         left = self.max_pass_tokens - n_decode if self.max_pass_tokens else None  # None: no budget
@@ -99,4 +99,4 @@ class Scheduler:
             self.pool.release(b)
         seq.blocks = []
         seq.pending_hidden, seq.pending_bytes = None, 0
-        seq.drafts, seq.draft_probs = [], []
+        seq.drafts, seq.draft_probs, seq.draft_conf = [], [], []

@@ -41,6 +41,8 @@ class Sequence:
     blocks: list[int] = field(default_factory=list)
     drafts: list[int] = field(default_factory=list)  # proposals for the next tokens, verified next pass
     draft_probs: list[np.ndarray] = field(default_factory=list)  # each draft's distribution q (sampling)
+    draft_conf: list[float] = field(default_factory=list)  # the drafter's q of each greedy draft
+    # (empty: it gave none); read once the drafts are made, and by verification
     pending_hidden: Optional[list] = None  # (n_i, H) hidden-state slices the lazy MTP has not consumed
     pending_bytes: int = 0  # their size, kept as they come (state bytes every pass)
     cached_tokens: int = 0  # prompt tokens served by the prefix cache

@@ -106,6 +106,7 @@ class CellRows:
                     "max_row_state_bytes": p.max_row_state_bytes,
                     "accepted_lengths": list(p.accepted_lengths),
                     "draft_lengths": list(p.draft_lengths),
+                    "draft_reason": p.draft_reason or None,
                 }
                 for p in passes
             ]

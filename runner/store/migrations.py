@@ -101,6 +101,12 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE runs ADD COLUMN looks VARCHAR;
     ALTER TABLE runs ADD COLUMN contention_reruns INTEGER;
     """,
+    # Drafting that pays (issue 39): why a pass's rows carried the drafts they did, when the
+    # adaptive policy cut them row by row from the drafter's confidence ("k 4 of 8: 2.61
+    # tokens per unit vs ..."); NULL or empty: no cut (every pass before this column).
+    11: """
+    ALTER TABLE passes ADD COLUMN draft_reason VARCHAR;
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 # The migration that added chips' machine classes: after it runs, the store fills the class
@@ -128,5 +134,9 @@ ADDED_COLUMNS: dict[str, dict[str, pa.DataType]] = {
         "contention_reruns": pa.int32(),
     },
     "requests": {"label": pa.string(), "asked_tokens": pa.int32(), "error": pa.string()},
-    "passes": {"accepted_lengths": pa.list_(pa.int32()), "draft_lengths": pa.list_(pa.int32())},
+    "passes": {
+        "accepted_lengths": pa.list_(pa.int32()),
+        "draft_lengths": pa.list_(pa.int32()),
+        "draft_reason": pa.string(),
+    },
 }

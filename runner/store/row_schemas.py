@@ -43,7 +43,9 @@ PASS_SCHEMA = pa.schema(
         ("max_row_state_bytes", pa.int64()),
         ("accepted_lengths", pa.list_(pa.int32())),
         ("draft_lengths", pa.list_(pa.int32())),
+        ("draft_reason", pa.string()),
     ]
 )
-# Pass columns a caller may leave out (NULL): the drafting histograms (schema 7).
-OPTIONAL_PASS_COLUMNS = ("accepted_lengths", "draft_lengths")
+# Pass columns a caller may leave out (NULL): the drafting histograms (schema 7), the
+# adaptive policy's reason (schema 11).
+OPTIONAL_PASS_COLUMNS = ("accepted_lengths", "draft_lengths", "draft_reason")

@@ -48,6 +48,8 @@ class DrafterConfig:
     block_size: int = 8  # k it was trained for (propose takes any k >= 1)
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-5
+    context_window: int = 0  # the most context positions a block reads (0: all): the
+    # longest context it was trained on, so a long row's context stays in its range
 
     @staticmethod
     def from_dict(d: dict, source: str) -> "DrafterConfig":
@@ -182,6 +184,7 @@ def draft_logits(target, hidden: mx.array) -> mx.array:
 class Proposal(NamedTuple):
     tokens: mx.array  # (R, k) int32 greedy drafts
     logits: mx.array  # (R, k, V) float32: the draft distribution q before any temperature
+    confidence: mx.array  # (R, k) float32: q of each greedy draft (the drafter's own odds)
 
 
 def propose(
@@ -196,15 +199,20 @@ def propose(
     """k drafts for each of R rows. ctx: each layer's cached context keys/values
     (R, kv_heads, S, D) with row r's first ctx_len[r] entries valid (ContextCache.gather);
     anchors (R,): each row's last committed token, at anchor_positions[r] (default
-    ctx_len[r]: a context from position 0). Pure: reads its arguments only, returns lazy
-    arrays."""
+    ctx_len[r]: a context from position 0). A drafter with a context_window reads only the
+    last context_window entries. Pure: reads its arguments only, returns lazy arrays."""
     S = ctx[0][0].shape[2]
     at = ctx_len if anchor_positions is None else anchor_positions
     positions = at[:, None] + mx.arange(k + 1, dtype=mx.int32)[None]
-    visible = (mx.arange(S, dtype=mx.int32)[None, :] < ctx_len[:, None])[:, None]
-    hidden = drafter(drafter.block_inputs(target, anchors, k), positions, ctx, visible)
+    index = mx.arange(S, dtype=mx.int32)[None, :]
+    visible = index < ctx_len[:, None]
+    if drafter.cfg.context_window:
+        visible = visible & (index >= ctx_len[:, None] - drafter.cfg.context_window)
+    hidden = drafter(drafter.block_inputs(target, anchors, k), positions, ctx, visible[:, None])
     logits = draft_logits(target, hidden[:, 1:]).astype(mx.float32)
-    return Proposal(mx.argmax(logits, axis=-1).astype(mx.int32), logits)
+    top = mx.max(logits, axis=-1)
+    confidence = mx.exp(top - mx.logsumexp(logits, axis=-1))
+    return Proposal(mx.argmax(logits, axis=-1).astype(mx.int32), logits, confidence)
 
 
 def drafter_dir(checkpoint: Path) -> Path:

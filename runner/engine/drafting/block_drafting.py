@@ -13,6 +13,8 @@
 - All drafting rows propose in one batched drafter pass; one host read takes the drafts.
   Greedy rows draft the argmax; sampling rows draw draft i from its own distribution q_i
   (the drafter's positions are independent given the context), kept for verification.
+  Greedy rows keep the drafter's confidence in each draft (`Sequence.draft_conf`), from
+  which the adaptive policy cuts each row's drafts to the length that pays (row_lengths.py).
 """
 
 from __future__ import annotations
@@ -76,6 +78,15 @@ class BlockDrafting:
                     traced += 1
         return traced
 
+    def time_draft(self, rows: int, context: int, k: int) -> None:
+        """One drafter pass of `rows` rows over `context` positions (a shape warm traced),
+        evaluated: what calibrate.py times beside the verify pass."""
+        cfg = self.drafter.cfg
+        S = -(-max(context, 1) // CONTEXT_BUCKET) * CONTEXT_BUCKET
+        zero = mx.zeros((rows, cfg.num_kv_heads, S, cfg.head_dim))
+        lens = mx.full((rows,), context, mx.int32)
+        mx.eval(self._proposer(k)([(zero, zero)] * cfg.num_layers, lens, lens, lens))
+
     @property
     def feature_layers(self) -> tuple[int, ...]:
         return self.drafter.cfg.target_layers
@@ -94,7 +105,7 @@ class BlockDrafting:
 
     def draft(self, rows: list[Sequence], target: TargetOutputs, k: int) -> None:
         for b, seq in enumerate(rows):
-            seq.drafts, seq.draft_probs = [], []
+            seq.drafts, seq.draft_probs, seq.draft_conf = [], [], []
             if seq.finished:
                 continue
             rid, start, n = seq.request_id, target.starts[b], seq.computed - target.starts[b]
@@ -122,13 +133,13 @@ class BlockDrafting:
         out = Proposal(*self._proposer(k)(ctx, lens, anchors, ends))
         self.cache.settle(ids)
         if all(s.temperature == 0.0 for s in seqs):
-            for s, drafts in zip(seqs, out.tokens.tolist()):
-                s.drafts = drafts
+            for s, drafts, conf in zip(seqs, out.tokens.tolist(), out.confidence.tolist()):
+                s.drafts, s.draft_conf = drafts, conf
             return
-        greedy, logits = out.tokens.tolist(), np.array(out.logits)
+        greedy, logits, conf = out.tokens.tolist(), np.array(out.logits), out.confidence.tolist()
         for r, s in enumerate(seqs):
             if s.temperature == 0.0:
-                s.drafts = greedy[r]
+                s.drafts, s.draft_conf = greedy[r], conf[r]
                 continue
             for i in range(k):
                 q = probs(logits[r, i], s.temperature, s.top_p)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from .draft_cost import WidthModel
+from .row_lengths import ConfidenceCalibration, choose_lengths
 
 DRAFT_MEMORY = 0.98  # each new draft at a position keeps this share of the earlier ones' weight
 PRIOR_DRAFTS = 2  # a position starts as if this many drafts had been accepted at the rate of
@@ -55,7 +56,8 @@ class PositionAcceptance:
 
     def add(self, accepted_lengths: tuple[int, ...]) -> None:
         """One pass's histogram: [m] drafting rows that kept m drafts, m = 0..k. Rows are
-        taken to have carried k drafts each (drafters draft every row alike)."""
+        taken to have carried k drafts each (drafters draft every row alike; a cut row by
+        row_lengths.py carries k or none, or is the pass's only row)."""
         for i in range(1, len(accepted_lengths)):
             n, ok = sum(accepted_lengths[i - 1 :]), sum(accepted_lengths[i:])
             if n:
@@ -89,7 +91,10 @@ class DraftPolicy:
         self.lengths = draft_lengths(draft_tokens)
         self.widths: dict[int, WidthModel] = {}
         self.acceptance = PositionAcceptance()
+        self.calibration = ConfidenceCalibration()
         self._last: Optional[Branch] = None  # the last committed pass's branch
+        self._width = 0  # the width of the latest decision
+        self.reason = ""  # why the latest adaptive decision chose its k, in a few words
 
     def carried_lengths(self) -> tuple[int, ...]:
         """The k a drafting pass may carry: the adaptive candidates, else draft_tokens."""
@@ -107,6 +112,7 @@ class DraftPolicy:
     def decide(self, width: int) -> int:
         """Drafts a row carries into a next pass expected to hold `width` rows (0: none).
         Called once a pass."""
+        self._width = width
         if width == 0:
             return 0
         if not self.adaptive:
@@ -114,11 +120,40 @@ class DraftPolicy:
         model = self.width(width)
         ratios, borrowed = self._ratios(width)
         if not ratios:
-            return model.bootstrap(1, self.lengths)
+            k = model.bootstrap(1, self.lengths)
+            self.reason = f"k {k}: measuring, no costs at width {width} yet"
+            return k
         ref = model.kept if any(model.kept in p for p in ratios) else next(iter(ratios))[0]
         costs = relative_costs(ratios, ref)
         values = {k: self.acceptance.expected_tokens(k) / c for k, c in costs.items() if k in self.lengths}
-        return model.choose(values, self.lengths, climb=not borrowed)
+        k = model.choose(values, self.lengths, climb=not borrowed)
+        if model.trying == k:
+            self.reason = f"k {k}: measuring its cost beside k {model.kept}"
+        else:
+            shown = " ".join(f"{m}:{v:.2f}" for m, v in sorted(values.items()))
+            lent = " (costs borrowed from a wider width)" if borrowed else ""
+            self.reason = f"k {k}: tokens per unit of time by k {shown}{lent}"
+        return k
+
+    def trim(self, rows: list) -> str:
+        """Cut each drafting row's drafts to the length that pays (row_lengths.py), when
+        adaptive, the drafter gave its confidences and no other length is being measured at
+        this width; returns why, in a few words ('' when every row keeps its drafts)."""
+        drafting = [s for s in rows if s.drafts]
+        if not self.adaptive or not any(s.draft_conf for s in drafting):
+            return ""
+        model = self.widths.get(self._width)
+        ratios, _ = self._ratios(self._width)
+        if model is None or model.trying is not None or not ratios:
+            return ""
+        costs = relative_costs(ratios, next(iter(ratios))[0])
+        k = max(len(s.drafts) for s in drafting)
+        choice = choose_lengths(self.calibration, [s.draft_conf or None for s in drafting], k, costs)
+        if choice is None:
+            return ""
+        for s, m in zip(drafting, choice.lengths):
+            s.drafts, s.draft_probs, s.draft_conf = s.drafts[:m], s.draft_probs[:m], s.draft_conf[:m]
+        return choice.reason
 
     def expects(self, width: int) -> int:
         """The draft length adaptive is likely to choose at this width next (read only)."""
@@ -146,13 +181,16 @@ class DraftPolicy:
         drafts_next: int,
         ahead: bool,
         queued: Optional[Branch],
+        outcomes: tuple = (),
     ) -> None:
         """Learn from one committed pass; called for every pass, in order. drafts_next: the
-        drafts its step prepared for the next pass; ahead: it was launched before the
-        previous pass was committed; queued: the branch of the pass launched ahead of it
-        (None: none). Every decode pass counts toward its width's time; the cost model
-        learns from pure, steady ones only (see the module's docstring); acceptance from
-        every pass that verified drafts."""
+        drafts its step prepared for the next pass (after any cut); outcomes: (confidences,
+        drafts kept) of the rows whose drafter gave confidences; ahead: it was launched
+        before the previous pass was committed; queued: the branch of the pass launched
+        ahead of it (None: none).
+        Every decode pass counts toward its width's time; the cost model learns from
+        pure, steady ones only (see the module's docstring); acceptance from every pass
+        that verified drafts, and the confidence calibration from every row verified."""
         steady = (
             branch == self._last and ahead == (queued is not None) and (queued is None or queued == branch)
         )
@@ -160,6 +198,8 @@ class DraftPolicy:
         if not self.adaptive:
             return
         self.acceptance.add(accepted_lengths)
+        for confidences, kept in outcomes:
+            self.calibration.add(confidences, kept)
         if branch.kind != "decode":
             return
         self.width(branch.width).spend(duration_ns)

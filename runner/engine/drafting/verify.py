@@ -29,12 +29,14 @@ class PassCommit(NamedTuple):
     accepted: int  # drafts kept
     accepted_lengths: tuple[int, ...]  # [m]: drafting rows that kept m drafts (empty: none drafted)
     draft_lengths: tuple[int, ...]  # [k]: drafting rows that carried k drafts (empty: none drafted)
+    outcomes: tuple = ()  # (the drafter's confidences, drafts kept) of each row that had them
 
 
 def commit_pass(cur: Launched, out: Landed, eos: frozenset[int], drafter: Optional[Drafter]) -> PassCommit:
     plan, emitted, accepted = cur.plan, 0, 0
     hist = [0] * (1 + max(plan.drafted, default=0))
     carried = list(hist)
+    outcomes: list = []
     now = time.perf_counter_ns()  # every token this pass commits is stamped with it:
     # one clock read a pass, one int appended a token
     sampled = [b for b, s in enumerate(plan.rows) if s.temperature > 0]
@@ -48,7 +50,9 @@ def commit_pass(cur: Launched, out: Landed, eos: frozenset[int], drafter: Option
             continue
         choice = choose(seq, out.greedy[b], host_logits.get(b), drafted)
         emitted += commit(seq, choice.tokens, eos, now)
-        seq.drafts, seq.draft_probs = [], []  # verified
+        if drafted and seq.draft_conf:
+            outcomes.append((seq.draft_conf[:drafted], choice.accepted))
+        seq.drafts, seq.draft_probs, seq.draft_conf = [], [], []  # verified
         if drafted:
             accepted += choice.accepted
             hist[choice.accepted] += 1
@@ -60,4 +64,4 @@ def commit_pass(cur: Launched, out: Landed, eos: frozenset[int], drafter: Option
             seq.computed = end
     if not any(plan.drafted):
         return PassCommit(emitted, accepted, (), ())
-    return PassCommit(emitted, accepted, tuple(hist), tuple(carried))
+    return PassCommit(emitted, accepted, tuple(hist), tuple(carried), tuple(outcomes))
