@@ -118,3 +118,13 @@ def test_bad_design_keys_name_the_file_key_and_value(extra, key, words):
         parse(BASE.format(extra=extra).encode(), source="x.toml", name="x")
     [issue] = e.value.issues
     assert (issue.file, issue.key) == ("x.toml", key) and words in issue.reason
+
+
+def test_a_later_measurement_note_counts_its_undecided_claims():
+    """A note says how many claims hold there and how many its data decides nothing about."""
+    from runner.publish.blocks.notes import measurement_note
+
+    note = measurement_note("2026-12-03", "AMD EPYC, 2 cores", "abc", "exp", 4, 1, 3, undecided=2)
+    assert note.clauses[-1].text == "1 of 3 claims that read these cells hold there, 2 undecided"
+    plain = measurement_note("2026-12-03", "AMD EPYC, 2 cores", "abc", "exp", 4, 1, 3)
+    assert plain.clauses[-1].text == "1 of 3 claims that read these cells hold there"

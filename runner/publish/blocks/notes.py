@@ -43,14 +43,16 @@ def automatic_note(day: str, clauses: tuple[Clause, ...]) -> Note:
 
 
 def measurement_note(
-    day: str, chip: str, code: str, experiment: str, cells: int, held: int, reading: int
+    day: str, chip: str, code: str, experiment: str, cells: int, held: int, reading: int, undecided: int = 0
 ) -> Note:
     """A later measurement in one line: where, what, and what it says of the claims that
-    read its experiment (`held` of `reading` hold on its data)."""
+    read its experiment (`held` of `reading` hold on its data, `undecided` of the others
+    neither hold nor fail: their data decides nothing)."""
+    verdict = f"{held} of {reading} claims that read these cells hold there"
+    if undecided:
+        verdict += f", {undecided} undecided"
     claims = (
-        Clause(
-            "claims", f"{held} of {reading} claims that read these cells hold there", "#claims-on-every-chip"
-        )
+        Clause("claims", verdict, "#claims-on-every-chip")
         if reading
         else Clause("claims", "no claim of this post reads these cells")
     )

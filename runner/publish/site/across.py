@@ -94,10 +94,11 @@ def later_notes(
     for (chip, code, ran), rs in sorted(groups.items(), key=lambda kv: (max(r.day for r in kv[1]), kv[0])):
         col = columns.get(chip)
         counted = reading if col is not None else []
-        held = sum(plain(col.verdicts.get(v.number)) == "holds" for v in counted) if col else 0
+        said_of = [plain(col.verdicts.get(v.number)) for v in counted] if col else []
+        held, undecided = said_of.count("holds"), said_of.count("undecided")
         cells = len({(r.arm, r.concurrency) for r in rs})
         note = measurement_note(
-            max(r.day for r in rs), labels.get(chip, chip), code, experiment, cells, held, len(counted)
+            max(r.day for r in rs), labels.get(chip, chip), code, experiment, cells, held, len(counted), undecided
         )
         instances, rounds = (pooled or {}).get(chip, (1, 0))
         if counted and instances > 1:
