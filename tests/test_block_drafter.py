@@ -258,3 +258,48 @@ def test_rounds_match_an_engine_style_loop_over_the_context_cache(target):
         cache.trim(0, a + j + 1)  # keep the accepted ones only
         a += j + 1
     assert got == expected
+
+
+def test_a_context_window_hides_older_positions_and_confidence_is_the_drafts_odds(target):
+    """With context_window W a block reads only its row's last W context entries: what
+    lies before them changes nothing, while the same change moves an unbounded drafter.
+    The confidence of each draft is its probability under the drafter's own logits."""
+    from dataclasses import replace
+
+    bounded = make_drafter(target)
+    bounded.cfg = replace(bounded.cfg, context_window=8)
+    unbounded = make_drafter(target)
+    seqs = mx.array(sequences(target, n=1, T=24))
+    feats = dt.target_features(target, seqs, bounded.cfg.target_layers)
+    pos = mx.arange(24, dtype=mx.int32)[None]
+    other = mx.concatenate([feats[:, :10] * -3.0 + 1.0, feats[:, 10:]], axis=1)  # positions < 10 differ
+    lens, anchors = mx.array([20], mx.int32), seqs[:, 20]
+    outs = {}
+    for name, d in (("bounded", bounded), ("unbounded", unbounded)):
+        outs[name] = [propose(d, target, d.context(f, pos), lens, anchors, K) for f in (feats, other)]
+    a, b = outs["bounded"]
+    assert mx.allclose(a.logits, b.logits, atol=1e-5).item()  # it reads positions 12..19 only
+    u, v = outs["unbounded"]
+    assert not mx.allclose(u.logits, v.logits, atol=1e-3).item()
+    probs = mx.softmax(a.logits, axis=-1)
+    expected = mx.take_along_axis(probs, a.tokens[..., None], axis=-1)[..., 0]
+    assert mx.allclose(a.confidence, expected, atol=1e-5).item()
+
+
+def test_distillation_mixes_kl_from_the_targets_own_logits(target):
+    """With distill = 1 the loss is KL from the target's distribution at the positions that
+    predict the block's tokens: zero would need the drafter to be the target; it is never
+    negative, and distill = 0 gives back the cross-entropy."""
+    drafter = make_drafter(target)
+    seqs = mx.array(sequences(target, n=2, T=32))
+    feats = dt.target_features(target, seqs, drafter.cfg.target_layers)
+    anchors = mx.array([[5, 12], [3, 20]], mx.int32)
+    ce = dt.block_loss(drafter, target, feats, seqs, anchors, K, 4.0).item()
+    assert dt.block_loss(drafter, target, feats, seqs, anchors, K, 4.0, distill=0.0).item() == ce
+    kl = dt.block_loss(drafter, target, feats, seqs, anchors, K, 4.0, distill=1.0).item()
+    assert kl > 0
+    out = dt.block_logits(drafter, target, feats, seqs, anchors, K, with_teacher=True)
+    logits, _ = target(seqs)
+    # the teacher at block position i is the target's logits at anchor + i - 1
+    assert mx.allclose(out.teacher[0, 0], logits[0, 5], atol=1e-4).item()
+    assert mx.allclose(out.teacher[3, 2], logits[1, 22], atol=1e-4).item()
