@@ -7,7 +7,8 @@ policy starts from this machine's costs instead of finding them pass by pass.
   pays; the warm-up already holds every shape compiled.
 - What is timed: the target pass over `width` rows verifying k drafts each (random tokens,
   so a mixture of experts routes as real text does, not every token to the same experts)
-  and, for a drafter that drafts in one pass of its own (the block drafter), that pass;
+  and, for a drafter that drafts in one pass of its own (the block drafter), what drafting
+  costs after it (its context caches grown, gathered, the drafter pass, the host read);
   rounds of every length in turn, as the policy's own comparisons pair them.
 - The host's share of a real pass (planning, verification) is not timed, so drafting's
   relative cost comes out a little high: the error leans toward drafting less.
@@ -59,8 +60,10 @@ def calibrate(
                 t0 = time.perf_counter_ns()
                 logits, hidden = forward.main(tokens, lay.ctx, out_index)
                 mx.eval(logits, hidden)
+                spent = time.perf_counter_ns() - t0
                 if k:
-                    drafter.time_draft(width, context, k)
-                policy.width(width).observe(k, time.perf_counter_ns() - t0)
+                    spent += drafter.time_draft(width, context, k)
+                policy.width(width).observe(k, spent)
                 timed += 1
+    drafter.forget_timing_rows(max_rows)
     return timed

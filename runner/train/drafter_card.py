@@ -49,9 +49,8 @@ def drafter_lines(checkpoint: Path) -> list[str]:
         f"{data.get('seed')}){_start(log)}; "
         f"{log.get('train_s', 0) / 60:.0f} min of training steps, wall time on the machine that trained "
         "it (its load is not recorded, so the time says little about the work). Resume: "
-        f"`runner train --drafter block --model {checkpoint.name} --steps {tc.get('steps')}"
-        f"{sequences_flag} --resume` "
-        "(it needs the state folder `.resume/block_drafter/`, which is not committed).",
+        f"`{_resume_command(log, checkpoint.name, tc, sequences_flag)}` "
+        f"(it needs the state folder `.resume/{_state_folder(log)}/`, which is not committed).",
     ]
     if cfg.get("context_window"):
         lines.append(
@@ -86,6 +85,16 @@ def drafter_lines(checkpoint: Path) -> list[str]:
         *_unseen_note(ev.get("unseen")),
         "",
     ]
+
+
+def _resume_command(log: dict, model: str, tc: dict, sequences_flag: str) -> str:
+    if log.get("init"):  # the general recipe: its settings are the recipe's own
+        return f"runner train --drafter block --model {model} --recipe general --resume"
+    return f"runner train --drafter block --model {model} --steps {tc.get('steps')}{sequences_flag} --resume"
+
+
+def _state_folder(log: dict) -> str:
+    return "block_drafter-general" if log.get("init") else "block_drafter"
 
 
 def _loss(tc: dict) -> str:

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,14 +79,35 @@ class BlockDrafting:
                     traced += 1
         return traced
 
-    def time_draft(self, rows: int, context: int, k: int) -> None:
-        """One drafter pass of `rows` rows over `context` positions (a shape warm traced),
-        evaluated: what calibrate.py times beside the verify pass."""
-        cfg = self.drafter.cfg
-        S = -(-max(context, 1) // CONTEXT_BUCKET) * CONTEXT_BUCKET
-        zero = mx.zeros((rows, cfg.num_kv_heads, S, cfg.head_dim))
-        lens = mx.full((rows,), context, mx.int32)
-        mx.eval(self._proposer(k)([(zero, zero)] * cfg.num_layers, lens, lens, lens))
+    def time_draft(self, rows: int, context: int, k: int) -> int:
+        """What drafting k a row costs after a pass that verified k + 1 positions of `rows`
+        rows of `context` tokens, as `draft` does it (the new positions into the rows'
+        context caches, the gather, the drafter pass, the host read), in ns; for
+        calibrate.py. Uses rows of its own (negative ids), trimmed back after."""
+        ids = [-(r + 1) for r in range(rows)]
+        width = len(self.drafter.cfg.target_layers) * self.drafter.cfg.hidden_size
+        for rid in ids:
+            if self.cache.length(rid) != context:
+                self.cache.drop(rid)
+                self.cache.append(rid, mx.zeros((context, width)), 0)
+        self.cache.settle(ids)
+        fresh = mx.zeros((k + 1, width))
+        mx.eval(fresh)
+        t0 = time.perf_counter_ns()
+        for rid in ids:
+            self.cache.append(rid, fresh)
+        ctx, lens, ends = self.cache.gather(ids)
+        out = Proposal(*self._proposer(k)(ctx, lens, mx.zeros((rows,), mx.int32), ends))
+        self.cache.settle(ids)
+        out.tokens.tolist(), out.confidence.tolist()
+        spent = time.perf_counter_ns() - t0
+        for rid in ids:
+            self.cache.trim(rid, context)
+        return spent
+
+    def forget_timing_rows(self, rows: int) -> None:
+        for r in range(rows):
+            self.cache.drop(-(r + 1))
 
     @property
     def feature_layers(self) -> tuple[int, ...]:
