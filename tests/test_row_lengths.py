@@ -113,3 +113,39 @@ def test_the_warm_up_times_every_draft_length_at_every_width():
     fixed = Engine.from_pretrained("tiny", max_batch_size=2, mtp=True, drafter="block", draft_tokens=4)
     fixed.warmup(64)
     assert not fixed.policy.widths
+
+
+def test_a_length_that_realized_less_than_no_drafts_is_vetoed():
+    from runner.engine.drafting.realized import MIN_PASSES, RealizedRates
+
+    r = RealizedRates()
+    for _ in range(MIN_PASSES - 1):
+        r.add(4, 0, 4, 10_000_000)  # 400 tok/s
+        r.add(4, 4, 8, 30_000_000)  # 267 tok/s
+    assert r.veto(4, 4) == ""  # not enough passes yet
+    r.add(4, 0, 4, 10_000_000)
+    r.add(4, 4, 8, 30_000_000)
+    assert r.veto(4, 4).startswith("k 4 realized 267 tok/s at width 4, passes without drafts 400")
+    assert r.veto(4, 0) == "" and r.veto(1, 4) == ""
+    for _ in range(200):
+        r.add(1, 0, 1, 5_000_000)
+        r.add(1, 4, 3, 10_000_000)  # drafting pays alone
+    assert r.veto(1, 4) == ""
+
+
+def test_the_policy_does_not_keep_drafting_where_it_has_been_losing():
+    """The cost model says k = 8 pays at width 4; the passes it ran there say otherwise."""
+    from runner.engine.drafting.draft_policy import Branch, DraftPolicy
+
+    policy = DraftPolicy("adaptive", None, draft_tokens=8)
+    for _ in range(12):
+        for k, c in FLAT.items():
+            policy.width(4).observe(k, int(c * 1e6))
+    assert policy.decide(4) == 8 and policy.reason.startswith("k 8: tokens per unit of time")
+    for i in range(10):
+        for k, ms in ((0, 10), (8, 60)):  # 4 rows + 4 x 2 drafts kept in 60 ms: slower than plain
+            hist = (0, 0, 4) if k else ()
+            branch = Branch("decode", 4, k)
+            policy.record(branch, ms * 1_000_000, hist, drafts_next=k, ahead=False, queued=None)
+    assert policy.decide(4) == 0
+    assert policy.reason.startswith("k 0: k 8 realized ")

@@ -14,6 +14,8 @@ committed tokens per unit of time, from its own measurements.
   histogram of accepted lengths; a row's expected commit for k drafts is
   1 + sum_j a_1 ... a_j. One estimate serves every width and k (the chained MTP's draft i
   does not depend on k; for a block drafter that is an approximation).
+- A veto (realized.py): a draft length whose passes at a width realized fewer tokens per
+  unit of time than the width's passes without drafts is not kept there.
 - Costs learn from steady, pure passes only: between two of the same branch and
   pipelining regime, and that prepared drafts for the same k they verified (a switch,
   such as a lazy MTP catching up, costs extra and is priced as exploring instead).
@@ -25,6 +27,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from .draft_cost import WidthModel
+from .realized import RealizedRates
 from .row_lengths import ConfidenceCalibration, choose_lengths
 
 DRAFT_MEMORY = 0.98  # each new draft at a position keeps this share of the earlier ones' weight
@@ -92,6 +95,7 @@ class DraftPolicy:
         self.widths: dict[int, WidthModel] = {}
         self.acceptance = PositionAcceptance()
         self.calibration = ConfidenceCalibration()
+        self.realized = RealizedRates()
         self._last: Optional[Branch] = None  # the last committed pass's branch
         self._width = 0  # the width of the latest decision
         self.reason = ""  # why the latest adaptive decision chose its k, in a few words
@@ -127,6 +131,10 @@ class DraftPolicy:
         costs = relative_costs(ratios, ref)
         values = {k: self.acceptance.expected_tokens(k) / c for k, c in costs.items() if k in self.lengths}
         k = model.choose(values, self.lengths, climb=not borrowed)
+        veto = self.realized.veto(width, k) if model.trying != k else ""
+        if veto:
+            self.reason = f"k 0: {veto}"
+            return 0
         if model.trying == k:
             self.reason = f"k {k}: measuring its cost beside k {model.kept}"
         else:
@@ -202,6 +210,8 @@ class DraftPolicy:
             self.calibration.add(confidences, kept)
         if branch.kind != "decode":
             return
+        committed = branch.width + sum(m * n for m, n in enumerate(accepted_lengths))
+        self.realized.add(branch.width, branch.drafts, committed, duration_ns)
         self.width(branch.width).spend(duration_ns)
         if steady and drafts_next == branch.drafts:
             self.width(branch.width).observe(branch.drafts, duration_ns)

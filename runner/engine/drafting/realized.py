@@ -1,0 +1,46 @@
+"""What drafting has paid in the passes it ran: each width's tokens committed per unit of
+pass time, by draft length, decayed, over every decode pass whatever its regime.
+
+The adaptive policy's veto. Its side-by-side cost model (draft_cost.py) compares steady
+passes only, and a warm-up's timings leave out what drafting costs around its passes (a
+backlog flushed after passes without drafts, the host's share); either can make drafting
+look cheaper than it is. A draft length whose realized rate at a width is below what the
+width's passes without drafts realized is therefore not taken there: drafting is never
+kept where it has been losing. Exploring windows still run it, and keep its rate current.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+MEMORY = 0.98  # each pass of a (width, k) keeps this share of the earlier ones' weight
+MIN_PASSES = 8  # passes of a (width, k) before its rate is trusted
+
+
+class RealizedRates:
+    def __init__(self) -> None:
+        self._tokens: dict[tuple[int, int], float] = {}
+        self._ns: dict[tuple[int, int], float] = {}
+        self._passes: dict[tuple[int, int], int] = {}
+
+    def add(self, width: int, k: int, tokens: int, duration_ns: int) -> None:
+        key = (width, k)
+        self._tokens[key] = MEMORY * self._tokens.get(key, 0.0) + tokens
+        self._ns[key] = MEMORY * self._ns.get(key, 0.0) + duration_ns
+        self._passes[key] = self._passes.get(key, 0) + 1
+
+    def rate(self, width: int, k: int) -> Optional[float]:
+        """Tokens per second, or None before MIN_PASSES passes."""
+        key = (width, k)
+        if self._passes.get(key, 0) < MIN_PASSES or not self._ns[key]:
+            return None
+        return self._tokens[key] / self._ns[key] * 1e9
+
+    def veto(self, width: int, k: int) -> str:
+        """Why k may not be kept at this width ('' when it may)."""
+        if k == 0:
+            return ""
+        plain, drafting = self.rate(width, 0), self.rate(width, k)
+        if plain is None or drafting is None or drafting >= plain:
+            return ""
+        return f"k {k} realized {drafting:.0f} tok/s at width {width}, passes without drafts {plain:.0f}"
