@@ -149,3 +149,24 @@ def test_the_policy_does_not_keep_drafting_where_it_has_been_losing():
             policy.record(branch, ms * 1_000_000, hist, drafts_next=k, ahead=False, queued=None)
     assert policy.decide(4) == 0
     assert policy.reason.startswith("k 0: k 8 realized ")
+
+
+def test_a_pass_after_one_verifying_several_drafts_is_never_launched_ahead():
+    """A pass whose rows verified k > 1 drafts advances each row by what it accepted, which
+    only the host knows: the next pass must not be queued from the graph as if each row had
+    advanced one. It was, whenever a policy stopped drafting right after such a pass (the
+    adaptive one often does), and the queued pass wrote its keys at the wrong positions.
+    Here the policy drafts four, then none twice, over and over."""
+    import itertools
+
+    prompts = [[int(t) for t in np.random.default_rng(i).integers(10, 2000, 20 + 3 * i)] for i in range(4)]
+    off = Engine.from_pretrained("tiny", max_batch_size=4, compile=False)
+    expected = off.generate(prompts, max_new_tokens=40)
+    eng = Engine.from_pretrained(
+        "tiny", max_batch_size=4, compile=False, mtp=True, drafter="block", draft_tokens=4
+    )
+    turns = itertools.cycle((4, 0, 0))
+    eng.policy.decide = lambda width: next(turns)
+    outs, passes, _ = eng.collect(prompts, 40)
+    assert outs == expected
+    assert sum(p.drafted > 0 for p in passes) > 5 and eng.launcher.passes_queued > 0

@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 import statistics
 
+import mlx.core as mx
+
 from ..engine import Engine
 from ..prompts import read_prompts
 from ..unseen_text import fingerprint, unseen_prompts
@@ -121,6 +123,27 @@ def round_prompts(widths: tuple[int, ...]) -> int:
     return math.lcm(*widths)
 
 
+def differences(off: Engine, prompts: list[list[int]], expected: list, got: list) -> list[str]:
+    """Where an arm's greedy output first left `off`'s, row by row, with the gap between
+    off's two best logits there (a gap near zero: the two computations rounded apart on a
+    near tie; a wide one: a fault)."""
+    out = []
+    for row, (p, x, y) in enumerate(zip(prompts, expected, got)):
+        if x == y:
+            continue
+        j = next((t for t in range(min(len(x), len(y))) if x[t] != y[t]), min(len(x), len(y)))
+        logits, _ = off.model(mx.array([p + x[:j]]))
+        scores = logits[0, -1].tolist()
+        top = sorted(scores, reverse=True)
+        best = scores.index(top[0])
+        who = "off" if x[j : j + 1] == [best] else "the arm" if y[j : j + 1] == [best] else "neither"
+        out.append(
+            f"row {row} first differs at output token {j}: a plain forward of off's prefix picks "
+            f"{who}'s token; its top-2 logit gap {top[0] - top[1]:.4f}"
+        )
+    return out
+
+
 def by_position(carried: list[int], kept: list[int], upto: int = 4) -> str:
     """Acceptance at draft positions 1..upto as pages show it (`acceptance_at(i)`): the
     share of drafting row-passes that kept at least i drafts among those that carried i."""
@@ -206,3 +229,11 @@ def run(
                 f"{max(m['state_mb'] for m in ms):>12.3f} {same_text:>5}"
                 f"  {k_shares(lengths)}"
             )
+    if "off" not in arms:
+        return
+    for w in widths:
+        for a in arms:
+            for r, (m, o) in enumerate(zip(results[(a, w)], results[("off", w)]), start=1):
+                prompts = [p for batch in sets[w][r] for p in batch]
+                for line in differences(engines["off"], prompts, o["outputs"], m["outputs"]):
+                    print(f"{a} at {w} sequence(s), round {r}: {line}")

@@ -150,6 +150,8 @@ class Launcher:
             return None
         if len(plan.rows) < len(sched.running):
             return None  # the token budget left a prefill out: plan the next pass
+        if max(plan.drafted, default=0) > 1:
+            return None  # how far a row advances follows from its accepted drafts on the host only
         keep = cur.continuing_rows()
         if not keep:
             return None
