@@ -97,7 +97,7 @@ def test_the_warm_up_times_every_draft_length_at_every_width():
     """The adaptive policy starts from this machine's costs: after the warm-up every width
     has a cost for every length it may carry, and none before (the values are timings,
     which a test does not judge)."""
-    from runner.engine.calibrate import ROUNDS
+    from runner.engine.drafting.calibrate import ROUNDS
 
     eng = Engine.from_pretrained(
         "tiny", max_batch_size=2, mtp=True, drafter="block", draft_policy="adaptive", draft_tokens=4

@@ -21,8 +21,8 @@ import numpy as np
 
 from . import checkpoint as ckpt
 from .cache import BlockPool
-from .calibrate import calibrate
 from .config import EngineConfig, ModelArgs
+from .drafting.calibrate import calibrate
 from .drafting.draft_policy import DraftPolicy
 from .drafting.drafter import TargetOutputs
 from .drafting.drafters import make_drafter

@@ -22,9 +22,9 @@ import time
 import mlx.core as mx
 import numpy as np
 
-from .drafting.draft_policy import DraftPolicy
-from .forward import Forward
-from .layout import build_layout
+from ..forward import Forward
+from ..layout import build_layout
+from .draft_policy import DraftPolicy
 
 ROUNDS = 8  # every length timed this many times a width, in turn
 
