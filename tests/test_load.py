@@ -67,3 +67,12 @@ def test_no_elapsed_ticks_or_a_reset_counter_gives_none(tmp_path):
     lower = load._cpu_ticks(stat_file(tmp_path, "b", "50 0 100 2000 0 0 0 10"))
     reset = figures(Sample(1.0, ticks, 0.0), Sample(1.0, lower, 0.0))
     assert reset["busy_fraction_other"] is None
+
+
+def test_an_iowait_count_that_goes_back_is_not_a_reset(tmp_path):
+    """proc(5): the iowait field is unreliable and can decrease; a cell must not lose its
+    load figures for it (one did, in a clean clone's suite on a VM)."""
+    a = load._cpu_ticks(stat_file(tmp_path, "a", "100 0 100 1000 40 0 0 10"))
+    b = load._cpu_ticks(stat_file(tmp_path, "b", "200 0 100 1100 38 0 0 10"))
+    out = figures(Sample(1.0, a, 0.0), Sample(1.0, b, 0.0))
+    assert out["busy_fraction_other"] == pytest.approx(0.5) and out["steal_fraction"] == 0.0

@@ -106,6 +106,8 @@ def figures(start: Sample, end: Sample) -> dict[str, float | None]:
     if start.ticks is None or end.ticks is None or len(start.ticks) != len(end.ticks):
         return out
     delta = [b - a for a, b in zip(start.ticks, end.ticks)]
+    if len(delta) > _IOWAIT and delta[_IOWAIT] < 0:
+        delta[_IOWAIT] = 0  # the kernel's iowait count may go back a little (proc(5)): not a reset
     total = sum(delta)
     if total <= 0 or any(d < 0 for d in delta):  # no tick elapsed, or counters reset
         return out
