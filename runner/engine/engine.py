@@ -75,8 +75,7 @@ class Engine:
         self.launcher = Launcher(self.forward, self.scheduler, self.drafter, self.policy, config)
         self._next_id = 0
         self._pass_index = 0
-        self._carried_next: Optional[int] = None  # drafts the next pass carries, when rows cut them
-        self._draft_reason = ""  # why the next pass's rows carry what they carry, when cut
+        self._draft_reason = ""  # why the next pass's rows carry what they carry (adaptive)
         self._sha256: Optional[str] = None
         self._queued: Optional[Launched] = None  # a pass launched ahead, not yet committed
 
@@ -266,7 +265,7 @@ class Engine:
             cur.branch,
             duration,
             done.accepted_lengths,
-            drafts_next=(cur.drafts_next or 0) if self._carried_next is None else self._carried_next,
+            drafts_next=cur.drafts_next or 0,
             ahead=cur.ahead,
             queued=None if self._queued is None else self._queued.branch,
             outcomes=done.outcomes,
@@ -308,14 +307,13 @@ class Engine:
         if self.drafter is None:
             return
         k = self.launcher.decide(cur)
-        self._carried_next, self._draft_reason = None, self.policy.reason if self.policy.adaptive else ""
+        self._draft_reason = self.policy.reason
         if cur.fused:
             self.drafter.adopt(cur.plan.rows, out.drafts, k > 0)
             return
         self.drafter.draft(cur.plan.rows, TargetOutputs(out.starts, cur.hidden, cur.first), k)
         cut = self.policy.trim(cur.plan.rows)
-        if cut:  # rows cut their drafts: the next pass carries at most this many
-            self._carried_next = max((len(s.drafts) for s in cur.plan.rows), default=0)
+        if cut:
             self._draft_reason = f"{self._draft_reason}; cut: {cut}"
 
     def _pass_event(

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -42,8 +43,6 @@ GENERAL = (
 
 
 def weights_sha(directory: Path) -> str:
-    import hashlib
-
     return hashlib.sha256((directory / "block_drafter.safetensors").read_bytes()).hexdigest()
 
 

@@ -97,7 +97,9 @@ class DraftPolicy:
         self.calibration = ConfidenceCalibration()
         self.realized = RealizedRates()
         self._last: Optional[Branch] = None  # the last committed pass's branch
-        self._width = 0  # the width of the latest decision
+        self._cut_costs: Optional[dict[int, float]] = None  # the latest decision's relative
+        # costs by draft length, when its rows may be cut by them (adaptive, not measuring)
+        self._cut_to: Optional[int] = None  # the most drafts a row carries after a cut
         self.reason = ""  # why the latest adaptive decision chose its k, in a few words
 
     def carried_lengths(self) -> tuple[int, ...]:
@@ -116,7 +118,7 @@ class DraftPolicy:
     def decide(self, width: int) -> int:
         """Drafts a row carries into a next pass expected to hold `width` rows (0: none).
         Called once a pass."""
-        self._width = width
+        self._cut_costs = None
         if width == 0:
             return 0
         if not self.adaptive:
@@ -138,6 +140,8 @@ class DraftPolicy:
         if model.trying == k:
             self.reason = f"k {k}: measuring its cost beside k {model.kept}"
         else:
+            if model.trying is None:  # no window measuring another length: rows may be cut
+                self._cut_costs = costs
             shown = " ".join(f"{m}:{v:.2f}" for m, v in sorted(values.items()))
             lent = " (costs borrowed from a wider width)" if borrowed else ""
             self.reason = f"k {k}: tokens per unit of time by k {shown}{lent}"
@@ -147,20 +151,20 @@ class DraftPolicy:
         """Cut each drafting row's drafts to the length that pays (row_lengths.py), when
         adaptive, the drafter gave its confidences and no other length is being measured at
         this width; returns why, in a few words ('' when every row keeps its drafts)."""
+        if self._cut_costs is None:  # fixed, measuring, or no costs yet: nothing to cut by
+            return ""
         drafting = [s for s in rows if s.drafts]
-        if not self.adaptive or not any(s.draft_conf for s in drafting):
+        if not any(s.draft_conf for s in drafting):
             return ""
-        model = self.widths.get(self._width)
-        ratios, _ = self._ratios(self._width)
-        if model is None or model.trying is not None or not ratios:
-            return ""
-        costs = relative_costs(ratios, next(iter(ratios))[0])
         k = max(len(s.drafts) for s in drafting)
-        choice = choose_lengths(self.calibration, [s.draft_conf or None for s in drafting], k, costs)
+        choice = choose_lengths(
+            self.calibration, [s.draft_conf or None for s in drafting], k, self._cut_costs
+        )
         if choice is None:
             return ""
         for s, m in zip(drafting, choice.lengths):
             s.drafts, s.draft_probs, s.draft_conf = s.drafts[:m], s.draft_probs[:m], s.draft_conf[:m]
+        self._cut_to = max(choice.lengths)
         return choice.reason
 
     def expects(self, width: int) -> int:
@@ -192,13 +196,15 @@ class DraftPolicy:
         outcomes: tuple = (),
     ) -> None:
         """Learn from one committed pass; called for every pass, in order. drafts_next: the
-        drafts its step prepared for the next pass (after any cut); outcomes: (confidences,
-        drafts kept) of the rows whose drafter gave confidences; ahead: it was launched
-        before the previous pass was committed; queued: the branch of the pass launched
-        ahead of it (None: none).
-        Every decode pass counts toward its width's time; the cost model learns from
-        pure, steady ones only (see the module's docstring); acceptance from every pass
-        that verified drafts, and the confidence calibration from every row verified."""
+        drafts its step prepared for the next pass (after a cut by `trim`, what the cut
+        left); outcomes: (confidences, drafts kept) of the rows whose drafter gave
+        confidences; ahead: it was launched before the previous pass was committed;
+        queued: the branch of the pass launched ahead of it (None: none). Every decode
+        pass counts toward its width's time; the cost model learns from pure, steady ones
+        only (see the module's docstring); acceptance from every pass that verified
+        drafts, and the confidence calibration from every row verified."""
+        if self._cut_to is not None:  # this pass's step cut the next pass's drafts to this many
+            drafts_next, self._cut_to = self._cut_to, None
         steady = (
             branch == self._last and ahead == (queued is not None) and (queued is None or queued == branch)
         )
