@@ -5,6 +5,7 @@ sequence; every run records its design. Bad flags are refused with one line."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from runner.cli import main as cli
 from runner.experiments.declaration import load
-from runner.experiments.until_decided import deciding_comparisons
+from runner.experiments.until_decided import Comparison, Judged, deciding_comparisons, still_open
 from runner.train.random_init import write_random_checkpoint
 
 
@@ -83,6 +84,41 @@ def test_a_spent_budget_ends_normally_and_running_again_continues_the_sequence(d
     rounds = _rounds(db)
     assert {c for (_, c), n in rounds.items() if n == 4} == undecided
     assert all(rounds[("a", c)] == rounds[("b", c)] for c in (1, 2))
+
+
+def test_a_remeasurement_judges_its_own_rounds_and_never_reruns_an_earlier_looks_cells(decl, tmp_path, capfd):
+    db = tmp_path / "runs.duckdb"
+    args = ["run", str(decl), "--db", str(db), "--no-openblas", "--until-decided", "--max-rounds", "4"]
+    assert cli(args) == 0
+    capfd.readouterr()
+    assert set(_rounds(db).values()) == {4}  # nothing decides at two rounds: every cell got four
+    assert cli([*args, "--remeasure"]) == 0
+    err = capfd.readouterr().err
+    # its first look sees its own two rounds, not the earlier measurement's four
+    assert re.findall(r"over (\d+) rounds", err.split("look 2 of 2:")[0]) and set(
+        re.findall(r"over (\d+) rounds", err.split("look 2 of 2:")[0])
+    ) == {"2"}
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        per_cell = con.execute(
+            "SELECT max(n) FROM (SELECT count(*) n FROM runs WHERE status = 'complete' "
+            "GROUP BY arm, concurrency, round)"
+        ).fetchone()[0]
+    finally:
+        con.close()
+    assert per_cell == 2  # one run a cell from each measurement: look 2 re-ran none of look 1's
+
+
+def test_an_aa_copy_is_measured_beside_the_others_but_never_keeps_a_run_going(decl):
+    exp = load(decl)
+    exp = dataclasses.replace(exp, workload=dataclasses.replace(exp.workload, aa=True))
+    assert exp.aa_copy == "a-aa"
+    aa, b = Comparison("a-aa", "a", "decode_tps", (1,)), Comparison("b", "a", "decode_tps", (1,))
+    judged = [Judged(aa, 1, "", "undecided"), Judged(b, 1, "", "faster")]
+    assert still_open(judged, exp) == []
+    judged.append(Judged(b, 2, "", None))
+    assert still_open(judged, exp) == [judged[-1]]
+    assert still_open([Judged(aa, 1, "", "undecided")], load(decl)) == [Judged(aa, 1, "", "undecided")]
 
 
 def test_the_deciding_comparisons_default_to_every_arm_against_the_first_on_two_metrics(decl):

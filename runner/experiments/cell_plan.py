@@ -51,7 +51,14 @@ def at_rate(exp: Experiment, rate: float | None) -> Experiment:
     return dataclasses.replace(exp, workload=dataclasses.replace(exp.workload, rate=rate, rates=()))
 
 
-def done_cells(st: Store, exp: Experiment, chip_id: str) -> set[tuple]:
-    """Keys (CellRecord.key) of the cells complete in the database for this declaration and chip."""
-    args = dict(experiment=exp.name, declaration_sha256=exp.sha256, chip_id=chip_id, quick=exp.quick)
-    return st.complete_sweep_cells(**args) if exp.workload.rates else st.complete_cells(**args)
+def done_cells(st: Store, exp: Experiment, chip_id: str, since=None) -> set[tuple]:
+    """Keys (CellRecord.key) of the cells complete in the database for this declaration and
+    chip; with `since` (naive UTC), of those measured from then on only."""
+    return st.complete_cells(
+        experiment=exp.name,
+        declaration_sha256=exp.sha256,
+        chip_id=chip_id,
+        quick=exp.quick,
+        since=since,
+        rates=bool(exp.workload.rates),
+    )

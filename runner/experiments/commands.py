@@ -16,6 +16,7 @@ import json
 import signal
 import sys
 import traceback
+from datetime import datetime, timezone
 from pathlib import Path
 
 DEFAULT_DB = Path("reports/data/runs.duckdb")
@@ -169,6 +170,8 @@ def main_run(args: argparse.Namespace) -> int:
     if args.remeasure:  # a resumed re-measurement keeps the cells it already re-ran
         resume += " (without --remeasure: the cells not yet re-measured keep their older runs)"
     cells = CellFolders(measurements.folder_of(args.db))  # each finished cell, committed at once
+    # a re-measurement's later looks count only its own runs as done and as judged
+    since = datetime.now(timezone.utc).replace(tzinfo=None) if args.remeasure else None
     try:
 
         def run(e, keep, deadline):
@@ -177,6 +180,7 @@ def main_run(args: argparse.Namespace) -> int:
                 args.db,
                 progress,
                 remeasure=args.remeasure,
+                remeasured_since=since,
                 cell_folders=cells,
                 keep=keep,
                 deadline=deadline,
@@ -185,7 +189,7 @@ def main_run(args: argparse.Namespace) -> int:
         if len(exp.schedule) > 1:
             from runner.experiments.until_decided import run_until_decided
 
-            summary = run_until_decided(exp, args.db, progress, run)
+            summary = run_until_decided(exp, args.db, progress, run, since)
         else:
             summary = run(exp, None, None)
     except (StoreError, WorkloadError) as e:

@@ -27,7 +27,8 @@
   stops between groups of cells at a deadline.
 - Resuming: cells complete in the database (same experiment, declaration sha256, chip
   and quick flag) are skipped; with `remeasure` every cell runs again and its new run is
-  appended (pages use the newest run of a cell).
+  appended (pages use the newest run of a cell), except those re-measured since
+  `remeasured_since` (an earlier look of the same re-measurement).
 - Faults: a runtime fault (a server unreachable, dead, erroring or silent) fails its cell
   with one line and the run goes on; any other error (Ctrl-C included) fails the cell
   and goes on up.
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from runner.engine.checkpoint import checkpoint_sha256
@@ -97,6 +99,7 @@ def run_experiment(
     progress: Progress,
     *,
     remeasure: bool = False,
+    remeasured_since: datetime | None = None,
     cell_folders: CellFolders | None = None,
     memory_budget_mb: float | None = None,
     keep=None,
@@ -118,7 +121,10 @@ def run_experiment(
         if stale:
             progress.note(f"marked {stale} run(s) left 'running' by a killed process as failed")
         chip_id = summary.chip_id = st.ensure_chip(fingerprint, chip.declared_machine_class())
-        done = set() if remeasure else done_cells(st, exp, chip_id)
+        if remeasure:
+            done = set() if remeasured_since is None else done_cells(st, exp, chip_id, remeasured_since)
+        else:
+            done = done_cells(st, exp, chip_id)
         todo = [c for c in cells if c.key not in done]
         summary.skipped = len(cells) - len(todo)
         if summary.skipped:

@@ -8,6 +8,8 @@ budget ends.
   every arm against the first declared arm on decode and aggregate tok/s at every
   concurrency. A comparison of two identical arms (the A/A pair) is one like any other
   (it can only be decided level), and the pair is always measured beside the others.
+  An `-aa` copy's comparison (`[workload] aa = true`) is printed at each look but never
+  keeps the run going: it calibrates the others and is measured where they are undecided.
 - At each look the statistics floor judges them (`verdicts.decide`, with the design's
   interval and the A/A margin); the next look's rounds are planned for the undecided
   concurrencies and the arms their comparisons name, counterbalanced as ever
@@ -15,6 +17,9 @@ budget ends.
   sequence where it was. The budget counts from the run's start: the declared rounds
   always finish, and no group of added cells starts after it ends. A budget that ends
   first is a normal end: the page says undecided.
+- A re-measurement (`--remeasure`, `since` its start) judges its looks on its own runs
+  only, never pooled with an earlier measurement's rounds, and a later look re-runs none
+  of the cells an earlier one measured.
 - The database is read between looks through the query layer (the store is closed
   then); this module writes nothing itself and prints through `Progress`.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from runner.experiments.declaration import Experiment
@@ -100,8 +106,12 @@ class Judged:
     kind: str | None  # verdicts' kind; None: not measured yet
 
 
-def judge_look(db: Path, exp: Experiment, chip_id: str, comparisons: list[Comparison]) -> list[Judged]:
-    """Each comparison at each of its concurrencies, judged on this chip's data now."""
+def judge_look(
+    db: Path, exp: Experiment, chip_id: str, comparisons: list[Comparison], since: datetime | None = None
+) -> list[Judged]:
+    """Each comparison at each of its concurrencies, judged on this chip's data now (with
+    `since`, naive UTC: on the runs started from then on only)."""
+    from runner.publish.sql.home import Cutoff
     from runner.publish.sql.reader import Reader
     from runner.publish.stats import aa
     from runner.publish.stats.verdicts import decide
@@ -113,7 +123,8 @@ def judge_look(db: Path, exp: Experiment, chip_id: str, comparisons: list[Compar
         chip_id = next(
             (c.chip_id for c in reader.chips(exp.name, exp.quick) if chip_id in c.aliases), chip_id
         )
-        view = ViewCache(reader).get(exp.name, exp.quick, None)
+        cut = None if since is None else Cutoff(None, since, fresh=True)
+        view = ViewCache(reader).get(exp.name, exp.quick, cut)
         margins = {
             (chip, c.metric): c.margin
             for chip, covs in aa.coverage(reader, exp.name, exp.quick).items()
@@ -131,11 +142,11 @@ def judge_look(db: Path, exp: Experiment, chip_id: str, comparisons: list[Compar
     return out
 
 
-def run_until_decided(exp: Experiment, db: Path, progress: Progress, run) -> object:
+def run_until_decided(
+    exp: Experiment, db: Path, progress: Progress, run, since: datetime | None = None
+) -> object:
     """`run(experiment, keep, deadline)` runs cells (execute.run_experiment bound to its
-    store options) and returns a RunSummary."""
-    from runner.publish.stats.verdicts import UNDECIDED
-
+    store options) and returns a RunSummary; `since`: a re-measurement's start."""
     started = time.monotonic()
     deadline = None if exp.budget_s is None else started + exp.budget_s
     schedule = exp.schedule
@@ -143,9 +154,9 @@ def run_until_decided(exp: Experiment, db: Path, progress: Progress, run) -> obj
     comparisons = deciding_comparisons(exp, post_headline(exp))
     pair = {exp.aa_copy, next(iter(exp.arms))} if exp.aa_copy in exp.arms else set()
     for look, rounds in enumerate(schedule[1:], start=2):
-        judged = judge_look(db, exp, summary.chip_id, comparisons)
+        judged = judge_look(db, exp, summary.chip_id, comparisons, since)
         _print_look(progress, look - 1, schedule, judged)
-        open_ = [j for j in judged if j.kind in (UNDECIDED, None)]
+        open_ = still_open(judged, exp)
         if not open_:
             progress.note("every deciding comparison is decided")
             return summary
@@ -170,9 +181,16 @@ def run_until_decided(exp: Experiment, db: Path, progress: Progress, run) -> obj
                 "the budget ended inside this look: the comparisons are judged on the rounds measured"
             )
             break
-    _print_look(progress, len(schedule), schedule, judge_look(db, exp, summary.chip_id, comparisons))
+    _print_look(progress, len(schedule), schedule, judge_look(db, exp, summary.chip_id, comparisons, since))
     return summary
 
+
+def still_open(judged: list[Judged], exp: Experiment) -> list[Judged]:
+    """The comparisons a next look measures for: undecided or unmeasured, except the `-aa`
+    copy against its arm (printed, never a reason to measure on)."""
+    from runner.publish.stats.verdicts import UNDECIDED
+
+    return [j for j in judged if j.kind in (UNDECIDED, None) and j.comparison.arm != exp.aa_copy]
 
 def _print_look(progress: Progress, look: int, schedule: tuple[int, ...], judged: list[Judged]) -> None:
     undecided = [j for j in judged if j.kind in ("undecided", None)]

@@ -35,6 +35,6 @@ class CellRecord:
     @property
     def key(self) -> tuple:
         """(arm, concurrency, round), and the rate in a sweep: what `Store.complete_cells`
-        and `complete_sweep_cells` answer in."""
+        answers in."""
         base = (self.arm, self.concurrency, self.round)
         return base if self.rate is None else (*base, self.rate)

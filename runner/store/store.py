@@ -289,23 +289,17 @@ class Store(RowAppends):
 
     # -- reading what the runner itself needs (resume) -------------------------
     def complete_cells(
-        self, *, experiment: str, declaration_sha256: str, chip_id: str, quick: bool
-    ) -> set[tuple[str, int, int]]:
-        """(arm, concurrency, round) of the complete runs matching this declaration on this chip."""
-        rows = self.con.execute(
-            "SELECT arm, concurrency, round FROM runs WHERE status = 'complete' AND experiment = ? "
-            "AND declaration_sha256 = ? AND chip_id = ? AND quick = ?",
-            [experiment, declaration_sha256, chip_id, bool(quick)],
-        ).fetchall()
-        return {(a, int(c), int(r)) for a, c, r in rows}
-
-    def complete_sweep_cells(
-        self, *, experiment: str, declaration_sha256: str, chip_id: str, quick: bool
-    ) -> set[tuple[str, int, int, float | None]]:
-        """(arm, concurrency, round, rate) of the complete runs, for a rate sweep's cells."""
+        self, *, experiment: str, declaration_sha256: str, chip_id: str, quick: bool, since=None, rates=False
+    ) -> set[tuple]:
+        """(arm, concurrency, round) of the complete runs matching this declaration on this
+        chip (started at or after `since`, when given); with `rates`, a sweep's cells, the
+        rate fourth."""
         rows = self.con.execute(
             "SELECT arm, concurrency, round, rate FROM runs WHERE status = 'complete' AND experiment = ? "
-            "AND declaration_sha256 = ? AND chip_id = ? AND quick = ?",
-            [experiment, declaration_sha256, chip_id, bool(quick)],
+            "AND declaration_sha256 = ? AND chip_id = ? AND quick = ? "
+            "AND (?::TIMESTAMP IS NULL OR started_at >= ?::TIMESTAMP)",
+            [experiment, declaration_sha256, chip_id, bool(quick), since, since],
         ).fetchall()
-        return {(a, int(c), int(r), None if x is None else float(x)) for a, c, r, x in rows}
+        if rates:
+            return {(a, int(c), int(r), None if x is None else float(x)) for a, c, r, x in rows}
+        return {(a, int(c), int(r)) for a, c, r, _ in rows}

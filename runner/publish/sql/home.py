@@ -23,12 +23,13 @@ from typing import NamedTuple
 
 class Cutoff(NamedTuple):
     """A judging view's data: runs started before `at` (None: any time), each cell's
-    earliest at or after `first_from` else the newest before it; or, with `data`, the
-    runs of those measurement folders."""
+    earliest at or after `first_from` else (unless `fresh`) the newest before it; or,
+    with `data`, the runs of those measurement folders."""
 
     at: datetime | None
     first_from: datetime = datetime.min
     data: tuple[str, ...] | None = None
+    fresh: bool = False  # only runs from `first_from` on: a re-measurement's own looks
 
 
 class Pinned(NamedTuple):

@@ -38,6 +38,7 @@ def judged(sql: str, params: dict) -> tuple[str, dict]:
         **params,
         "as_of": cut.at,
         "first_from": cut.first_from,
+        "fresh": cut.fresh,
         "data": list(cut.data or ()),
     }
 

@@ -11,12 +11,14 @@ from runner.publish.sql.provenance import LATER_RUN_COLUMNS
 # A judging view's runs (runner.publish.sql.home.Cutoff), in place of CHOSEN_RUNS: what the
 # author could have seen, not the newest. Before $as_of, each cell's earliest run started
 # at or after $first_from (the post's: any time; an update section's: its day), else the
-# newest before it; a re-measurement the same day never displaces what was judged.
+# newest before it (none before it when $fresh); a re-measurement the same day never
+# displaces what was judged.
 PICKED_RUNS = """
 chosen AS (
     SELECT * FROM runs
     WHERE experiment = $experiment AND status = 'complete' AND quick = $quick
       AND ($as_of::TIMESTAMP IS NULL OR started_at < $as_of::TIMESTAMP)
+      AND (NOT $fresh OR started_at >= $first_from::TIMESTAMP)
     QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, rate, round
                                ORDER BY started_at >= $first_from::TIMESTAMP DESC,
                                         CASE WHEN started_at >= $first_from::TIMESTAMP
