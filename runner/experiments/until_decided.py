@@ -192,6 +192,7 @@ def still_open(judged: list[Judged], exp: Experiment) -> list[Judged]:
 
     return [j for j in judged if j.kind in (UNDECIDED, None) and j.comparison.arm != exp.aa_copy]
 
+
 def _print_look(progress: Progress, look: int, schedule: tuple[int, ...], judged: list[Judged]) -> None:
     undecided = [j for j in judged if j.kind in ("undecided", None)]
     rounds = ", ".join(map(str, schedule))
