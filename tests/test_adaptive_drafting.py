@@ -15,6 +15,7 @@ import pytest
 from runner.engine import Engine
 from runner.engine.drafting.draft_cost import REFRESH_EVERY
 from runner.engine.drafting.draft_policy import DraftPolicy
+from runner.engine.drafting.realized import MIN_PASSES
 
 # Pass cost by draft length, per width: drafting free alone (the longest wins), dearer as
 # rows are added, and never worth it at four rows (a pass carrying k costs 2 + k plain ones).
@@ -29,10 +30,15 @@ MAX_NEW = (10, 25, 40, 70)  # the batch narrows from four rows to one
 
 
 def seed(policy: DraftPolicy) -> None:
+    """The cost model's comparisons, and the bar passes without drafts set at each width:
+    one token a second a row, which any drafting clears (the veto has its own tests in
+    test_row_lengths.py), so the verdicts stand on the costs alone."""
     for width, costs in COSTS.items():
         for _ in range(12):
             for k, c in costs.items():
                 policy.width(width).observe(k, int(c * 1e6))
+        for _ in range(MIN_PASSES):
+            policy.realized.add(width, 0, width, 10**9)
 
 
 def run(engine: Engine, prompts: list[list[int]]):

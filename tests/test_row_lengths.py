@@ -8,6 +8,7 @@ known whatever this machine's speed."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from runner.engine import Engine
 from runner.engine.drafting.row_lengths import ConfidenceCalibration, choose_lengths
@@ -133,22 +134,56 @@ def test_a_length_that_realized_less_than_no_drafts_is_vetoed():
     assert r.veto(1, 4) == ""
 
 
+def _run_regime(policy, width: int, k: int, ms: float, hist: tuple, passes: int, prepared=None) -> None:
+    """`passes` decode passes of `width` rows, each decided with k and preparing `prepared`
+    (default k) for the next, each taking `ms`."""
+    from runner.engine.drafting.draft_policy import Branch
+
+    for _ in range(passes):
+        nxt = k if prepared is None else prepared
+        branch = Branch("decode", width, k)
+        policy.record(branch, int(ms * 1e6), hist, drafts_next=nxt, ahead=False, queued=None)
+
+
 def test_the_policy_does_not_keep_drafting_where_it_has_been_losing():
     """The cost model says k = 8 pays at width 4; the passes it ran there say otherwise."""
-    from runner.engine.drafting.draft_policy import Branch, DraftPolicy
+    from runner.engine.drafting.draft_policy import DraftPolicy
 
     policy = DraftPolicy("adaptive", None, draft_tokens=8)
     for _ in range(12):
         for k in FLAT:
             policy.width(4).observe(k, 1_000_000)  # drafting free, as far as the model knows
+    assert policy.decide(4) == 8  # no pass of width 4 has run yet
+    _run_regime(policy, 4, 8, 60, (0, 0, 4), 1)
+    # one has: passes without drafts come first, to set the bar
+    assert policy.decide(4) == 0 and "set the bar" in policy.reason
+    _run_regime(policy, 4, 0, 10, (), 10)  # 4 rows in 10 ms: 400 tok/s
     assert policy.decide(4) == 8 and policy.reason.startswith("k 8: tokens per unit of time")
-    for i in range(10):
-        for k, ms in ((0, 10), (8, 60)):  # 4 rows + 4 x 2 drafts kept in 60 ms: slower than plain
-            hist = (0, 0, 4) if k else ()
-            branch = Branch("decode", 4, k)
-            policy.record(branch, ms * 1_000_000, hist, drafts_next=k, ahead=False, queued=None)
+    _run_regime(policy, 4, 8, 60, (0, 0, 4), 10)  # 4 rows + 4 x 2 drafts kept in 60 ms: 200 tok/s
     assert policy.decide(4) == 0
-    assert policy.reason.startswith("k 0: k 8 realized ")
+    assert policy.reason.startswith("k 0: k 8 realized 200 tok/s at width 4, passes without drafts 400")
+
+
+def test_a_pass_whose_step_drafted_for_the_next_is_no_pass_without_drafts():
+    """A k = 0 pass whose step ran the drafter (for a next pass that drafts, or drafts all
+    cut) costs drafting's price: counting it as a pass without drafts lowered the bar that
+    drafting had to clear (adaptive kept k = 4 at width 4, 0.88x off, against passes
+    without drafts twice as slow as off's). Only passes whose step prepared the k they
+    were decided with count, each toward that k."""
+    from runner.engine.drafting.draft_policy import DraftPolicy
+
+    policy = DraftPolicy("adaptive", None, draft_tokens=8)
+    for _ in range(10):  # alternating regimes: no pass is pure
+        _run_regime(policy, 4, 0, 14, (), 1, prepared=4)
+        _run_regime(policy, 4, 4, 20, (0, 0, 0, 0, 4), 1, prepared=0)
+    assert policy.realized.rate(4, 0) is None and policy.realized.rate(4, 4) is None
+    _run_regime(policy, 4, 0, 7.5, (), 9)  # steady k = 0 (its first pass was decided 4)
+    assert policy.realized.rate(4, 0) == pytest.approx(4 / 7.5e-3)
+    _run_regime(policy, 4, 4, 20, (0, 0, 0, 0, 4), 9)
+    # decided 4 with every row's drafts cut: k = 4's regime, at its price
+    _run_regime(policy, 4, 0, 14, (), 1, prepared=4)
+    assert policy.realized.rate(4, 0) == pytest.approx(4 / 7.5e-3)
+    assert policy.realized.rate(4, 4) < (4 + 16) / 20e-3
 
 
 def test_a_pass_after_one_verifying_several_drafts_is_never_launched_ahead():

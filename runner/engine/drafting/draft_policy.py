@@ -15,10 +15,15 @@ committed tokens per unit of time, from its own measurements.
   1 + sum_j a_1 ... a_j. One estimate serves every width and k (the chained MTP's draft i
   does not depend on k; for a block drafter that is an approximation).
 - A veto (realized.py): a draft length whose passes at a width realized fewer tokens per
-  unit of time than the width's passes without drafts is not kept there.
+  unit of time than the width's passes without drafts is not kept there; and once passes
+  of a width run, no length is kept there before its passes without drafts set that bar.
+- A pass belongs to the regime of the k decided for it (before any row was cut: its
+  drafter already ran) and counts toward that regime's realized rate only when its own
+  step prepared the same k (its duration holds the next pass's drafting): a k = 0 pass
+  whose step drafted for the next, or whose drafts were all cut, is no pass without drafts.
 - Costs learn from steady, pure passes only: between two of the same branch and
-  pipelining regime, and that prepared drafts for the same k they verified (a switch,
-  such as a lazy MTP catching up, costs extra and is priced as exploring instead).
+  pipelining regime, in one regime, uncut (a switch, such as a lazy MTP catching up,
+  costs extra and is priced as exploring instead).
   `runner bench --mtp` shows what drafting gains arm against arm.
 """
 
@@ -100,6 +105,7 @@ class DraftPolicy:
         self._cut_costs: Optional[dict[int, float]] = None  # the latest decision's relative
         # costs by draft length, when its rows may be cut by them (adaptive, not measuring)
         self._cut_to: Optional[int] = None  # the most drafts a row carries after a cut
+        self._decided: Optional[int] = None  # k decided for the pass recorded next (uncut)
         self.reason = ""  # why the latest adaptive decision chose its k, in a few words
 
     def carried_lengths(self) -> tuple[int, ...]:
@@ -133,6 +139,9 @@ class DraftPolicy:
         costs = relative_costs(ratios, ref)
         values = {k: self.acceptance.expected_tokens(k) / c for k, c in costs.items() if k in self.lengths}
         k = model.choose(values, self.lengths, climb=not borrowed)
+        if k and self.realized.ran(width) and self.realized.rate(width, 0) is None:
+            self.reason = f"k 0: passes without drafts at width {width} set the bar drafting must clear first"
+            return 0
         veto = self.realized.veto(width, k) if model.trying != k else ""
         if veto:
             self.reason = f"k 0: {veto}"
@@ -203,6 +212,8 @@ class DraftPolicy:
         pass counts toward its width's time; the cost model learns from pure, steady ones
         only (see the module's docstring); acceptance from every pass that verified
         drafts, and the confidence calibration from every row verified."""
+        decided, self._decided = self._decided, drafts_next
+        pure = decided == drafts_next  # one regime: the step prepared the k its pass was decided with
         if self._cut_to is not None:  # this pass's step cut the next pass's drafts to this many
             drafts_next, self._cut_to = self._cut_to, None
         steady = (
@@ -217,9 +228,9 @@ class DraftPolicy:
         if branch.kind != "decode":
             return
         committed = branch.width + sum(m * n for m, n in enumerate(accepted_lengths))
-        self.realized.add(branch.width, branch.drafts, committed, duration_ns)
+        self.realized.add(branch.width, decided, committed, duration_ns, counted=pure)
         self.width(branch.width).spend(duration_ns)
-        if steady and drafts_next == branch.drafts:
+        if steady and pure and drafts_next == branch.drafts == decided:
             self.width(branch.width).observe(branch.drafts, duration_ns)
 
 

@@ -22,12 +22,21 @@ class RealizedRates:
         self._tokens: dict[tuple[int, int], float] = {}
         self._ns: dict[tuple[int, int], float] = {}
         self._passes: dict[tuple[int, int], int] = {}
+        self._widths: set[int] = set()  # widths of any pass seen, counted or not
 
-    def add(self, width: int, k: int, tokens: int, duration_ns: int) -> None:
+    def add(self, width: int, k: int, tokens: int, duration_ns: int, counted: bool = True) -> None:
+        """One decode pass of the regime k (counted: a pure one, draft_policy.py)."""
+        self._widths.add(width)
+        if not counted:
+            return
         key = (width, k)
         self._tokens[key] = MEMORY * self._tokens.get(key, 0.0) + tokens
         self._ns[key] = MEMORY * self._ns.get(key, 0.0) + duration_ns
         self._passes[key] = self._passes.get(key, 0) + 1
+
+    def ran(self, width: int) -> bool:
+        """Has a pass of this width run, whatever its k, counted or not?"""
+        return width in self._widths
 
     def rate(self, width: int, k: int) -> Optional[float]:
         """Tokens per second, or None before MIN_PASSES passes."""
