@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from runner.engine import Engine
+from runner.engine.drafting.realized import RealizedRates
 from runner.engine.drafting.row_lengths import ConfidenceCalibration, choose_lengths
 
 FLAT = {0: 1.0, 1: 1.1, 2: 1.2, 4: 1.4, 8: 1.8}  # a pass's cost by drafts a row carries
@@ -162,6 +163,10 @@ def test_the_policy_does_not_keep_drafting_where_it_has_been_losing():
     _run_regime(policy, 4, 8, 60, (0, 0, 4), 10)  # 4 rows + 4 x 2 drafts kept in 60 ms: 200 tok/s
     assert policy.decide(4) == 0
     assert policy.reason.startswith("k 0: k 8 realized 200 tok/s at width 4, passes without drafts 400")
+    for _ in range(10):  # k = 2 realized 4 + 5 tokens in 12 ms (750 tok/s); the model still says 8
+        policy.realized.add(4, 2, 9, 12_000_000)
+    assert policy.decide(4) == 2  # vetoed 8 gives way to the length that realized most above the bar
+    assert policy.reason.endswith("k 2 realized more")
 
 
 def test_a_pass_whose_step_drafted_for_the_next_is_no_pass_without_drafts():
@@ -205,3 +210,34 @@ def test_a_pass_after_one_verifying_several_drafts_is_never_launched_ahead():
     outs, passes, _ = eng.collect(prompts, 40)
     assert outs == expected
     assert sum(p.drafted > 0 for p in passes) > 5 and eng.launcher.passes_queued > 0
+
+
+def test_a_vetoed_length_is_not_explored_again_until_its_rate_is_stale():
+    """An exploring window of a length that realized less than passes without drafts costs a
+    few slow passes and tells nothing new; after STALE_AFTER passes of the width without
+    one of its own, its rate is forgotten and it may be measured afresh."""
+    from runner.engine.drafting.draft_policy import DraftPolicy
+    from runner.engine.drafting.realized import STALE_AFTER
+
+    r = RealizedRates()
+    for _ in range(10):
+        r.add(4, 0, 4, 10_000_000)
+        r.add(4, 8, 8, 40_000_000)
+    assert r.veto(4, 8)
+    for _ in range(STALE_AFTER):
+        r.add(4, 0, 4, 10_000_000)
+    assert r.veto(4, 8) and r.rate(4, 0) is not None
+    r.add(4, 0, 4, 10_000_000)
+    assert r.rate(4, 8) is None and r.veto(4, 8) == ""
+
+    policy = DraftPolicy("adaptive", None, draft_tokens=8)
+    policy.realized = RealizedRates()
+    for _ in range(10):
+        policy.realized.add(4, 0, 4, 10_000_000)
+        policy.realized.add(4, 8, 8, 40_000_000)
+    for _ in range(12):
+        for k in FLAT:
+            policy.width(4).observe(k, 1_000_000)
+    model = policy.width(4)
+    model.kept, model.trying, model.window_end = 0, 8, 10**6  # a window measuring 8
+    assert policy.decide(4) == 0 and "k 8 realized" in policy.reason

@@ -15,8 +15,9 @@ committed tokens per unit of time, from its own measurements.
   1 + sum_j a_1 ... a_j. One estimate serves every width and k (the chained MTP's draft i
   does not depend on k; for a block drafter that is an approximation).
 - A veto (realized.py): a draft length whose passes at a width realized fewer tokens per
-  unit of time than the width's passes without drafts is not kept there; and once passes
-  of a width run, no length is kept there before its passes without drafts set that bar.
+  unit of time than the width's passes without drafts is not kept there (the length that
+  realized most above them is, else none); and once passes of a width run, no length is
+  kept there before its passes without drafts set that bar.
 - A pass belongs to the regime of the k decided for it (before any row was cut: its
   drafter already ran) and counts toward that regime's realized rate only when its own
   step prepared the same k (its duration holds the next pass's drafting): a k = 0 pass
@@ -142,10 +143,11 @@ class DraftPolicy:
         if k and self.realized.ran(width) and self.realized.rate(width, 0) is None:
             self.reason = f"k 0: passes without drafts at width {width} set the bar drafting must clear first"
             return 0
-        veto = self.realized.veto(width, k) if model.trying != k else ""
+        veto = self.realized.veto(width, k)  # an exploring window's too, until stale
         if veto:
-            self.reason = f"k 0: {veto}"
-            return 0
+            other = self.realized.best_paying(width)
+            self.reason = f"k {other or 0}: {veto}" + (f"; k {other} realized more" if other else "")
+            return other or 0
         if model.trying == k:
             self.reason = f"k {k}: measuring its cost beside k {model.kept}"
         else:
