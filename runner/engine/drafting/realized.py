@@ -44,7 +44,7 @@ class RealizedRates:
         return width in self._seen
 
     def rate(self, width: int, k: int) -> Optional[float]:
-        """Tokens per second, or None before MIN_PASSES passes."""
+        """Tokens per second, or None before MIN_PASSES passes (or once stale, k > 0)."""
         key = (width, k)
         if self._passes.get(key, 0) < MIN_PASSES or not self._ns[key]:
             return None
