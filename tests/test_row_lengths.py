@@ -231,7 +231,6 @@ def test_a_vetoed_length_is_not_explored_again_until_its_rate_is_stale():
     assert r.rate(4, 8) is None and r.veto(4, 8) == ""
 
     policy = DraftPolicy("adaptive", None, draft_tokens=8)
-    policy.realized = RealizedRates()
     for _ in range(10):
         policy.realized.add(4, 0, 4, 10_000_000)
         policy.realized.add(4, 8, 8, 40_000_000)

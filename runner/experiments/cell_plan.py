@@ -8,6 +8,7 @@ always the same arm's lot. Runs nothing; `execute.py` runs the cells, `plan.py` 
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 
 from runner.experiments.declaration import Experiment
 from runner.store.cell import CellRecord
@@ -51,7 +52,7 @@ def at_rate(exp: Experiment, rate: float | None) -> Experiment:
     return dataclasses.replace(exp, workload=dataclasses.replace(exp.workload, rate=rate, rates=()))
 
 
-def done_cells(st: Store, exp: Experiment, chip_id: str, since=None) -> set[tuple]:
+def done_cells(st: Store, exp: Experiment, chip_id: str, since: datetime | None = None) -> set[tuple]:
     """Keys (CellRecord.key) of the cells complete in the database for this declaration and
     chip; with `since` (naive UTC), of those measured from then on only."""
     return st.complete_cells(

@@ -188,13 +188,17 @@ def run_until_decided(
 def still_open(judged: list[Judged], exp: Experiment) -> list[Judged]:
     """The comparisons a next look measures for: undecided or unmeasured, except the `-aa`
     copy against its arm (printed, never a reason to measure on)."""
+    return [j for j in _undecided(judged) if j.comparison.arm != exp.aa_copy]
+
+
+def _undecided(judged: list[Judged]) -> list[Judged]:
     from runner.publish.stats.verdicts import UNDECIDED
 
-    return [j for j in judged if j.kind in (UNDECIDED, None) and j.comparison.arm != exp.aa_copy]
+    return [j for j in judged if j.kind in (UNDECIDED, None)]
 
 
 def _print_look(progress: Progress, look: int, schedule: tuple[int, ...], judged: list[Judged]) -> None:
-    undecided = [j for j in judged if j.kind in ("undecided", None)]
+    undecided = _undecided(judged)
     rounds = ", ".join(map(str, schedule))
     decided = len(judged) - len(undecided)
     progress.note(f"look {look} of {len(schedule)} (rounds {rounds}): {decided} of {len(judged)} decided")

@@ -289,7 +289,14 @@ class Store(RowAppends):
 
     # -- reading what the runner itself needs (resume) -------------------------
     def complete_cells(
-        self, *, experiment: str, declaration_sha256: str, chip_id: str, quick: bool, since=None, rates=False
+        self,
+        *,
+        experiment: str,
+        declaration_sha256: str,
+        chip_id: str,
+        quick: bool,
+        since: datetime | None = None,
+        rates: bool = False,
     ) -> set[tuple]:
         """(arm, concurrency, round) of the complete runs matching this declaration on this
         chip (started at or after `since`, when given); with `rates`, a sweep's cells, the
