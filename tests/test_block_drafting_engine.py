@@ -74,10 +74,12 @@ prompts_st = st.lists(st.lists(st.integers(1, 300), min_size=1, max_size=30), mi
     max_new=st.integers(1, 12),
     chunk=st.sampled_from([3, 16]),
     policy=st.sampled_from(["always", "solo", "adaptive"]),
+    tree=st.sampled_from([0, 2]),
 )
 def test_block_drafting_is_lossless_for_any_k(
-    block_engines, prompts, batch, k, cache, topk, max_new, chunk, policy
+    block_engines, prompts, batch, k, cache, topk, max_new, chunk, policy, tree
 ):
+    tree = 0 if topk else tree  # a draft tree needs dense attention
     plain = block_engines(max_batch_size=1, index_topk=topk).generate(prompts, max_new_tokens=max_new)
     eng = block_engines(
         max_batch_size=batch,
@@ -89,11 +91,12 @@ def test_block_drafting_is_lossless_for_any_k(
         prefix_cache_bytes=cache,
         index_topk=topk,
         kv_block_size=4,
+        draft_tree=tree,
     )
     outs, passes, _ = eng.collect(prompts, max_new)
     assert outs == plain
     for p in passes:
-        assert 0 <= p.accepted <= p.drafted <= p.width * k
+        assert 0 <= p.accepted <= p.drafted <= p.width * k + tree
     # Every retired row's drafter context is gone, and a live one never reaches past
     # the row's verified positions (checked after each pass below).
     assert eng.state_bytes() == 0 and not eng.drafter.cache._rows and not eng.drafter._backlog

@@ -28,6 +28,7 @@ import statistics
 import mlx.core as mx
 
 from ..engine import Engine
+from ..engine.config import MAX_DRAFT_TOKENS, MAX_TREE_LEAVES
 from ..prompts import read_prompts
 from ..unseen_text import fingerprint, unseen_prompts
 from .stats import machine_line, ratio_spread, spread
@@ -42,6 +43,12 @@ ARMS = {
     "adaptive": dict(mtp=True, draft_policy="adaptive", mtp_sync="lazy", draft_tokens=8),
     "adaptive-block": dict(
         mtp=True, drafter="block", draft_policy="adaptive", mtp_sync="lazy", draft_tokens=8
+    ),
+    # a lone row verifies its chain plus the drafter's second choices (engine/drafting/tree.py)
+    "block-8-tree": dict(mtp=True, drafter="block", draft_policy="always", draft_tokens=8, draft_tree=2),
+    "block-4-tree": dict(mtp=True, drafter="block", draft_policy="always", draft_tokens=4, draft_tree=2),
+    "adaptive-block-tree": dict(
+        mtp=True, drafter="block", draft_policy="adaptive", mtp_sync="lazy", draft_tokens=8, draft_tree=2
     ),
     "always": dict(mtp=True, draft_policy="always"),
     "solo": dict(mtp=True, draft_policy="solo"),
@@ -84,9 +91,10 @@ def measure(engine: Engine, batches: list[list[list[int]]], new_tokens: int) -> 
         outputs.extend(outs)
     per_seq = [(r.output_tokens - 1) / ((r.done_ns - r.first_token_ns) / 1e9) for r in reqs]
     drafted = sum(p.drafted for p in passes)
-    hist = [0] * 17  # drafting row-passes by drafts kept
-    lengths = [0] * 17  # decode passes by the drafts a drafting row carried (0: none)
-    carried, kept = [0] * 17, [0] * 17  # by draft position i: row-passes that carried / kept >= i
+    n = 1 + MAX_DRAFT_TOKENS + MAX_TREE_LEAVES  # the most drafts a row feeds, and none
+    hist = [0] * n  # drafting row-passes by drafts kept
+    lengths = [0] * n  # decode passes by the drafts a drafting row carried (0: none)
+    carried, kept = [0] * n, [0] * n  # by draft position i: row-passes that carried / kept >= i
     for p in passes:
         for m, n in enumerate(p.accepted_lengths):
             hist[m] += n

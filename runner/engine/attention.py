@@ -33,6 +33,8 @@ class RowGroup:
     T: int  # tokens per row (padded)
     block_size: int
     fresh: bool = False  # every row starts at position 0: attend to the new keys directly
+    tree: Optional[mx.array] = None  # (B, T, T) bool: token t sees this pass's token j (a draft
+    # tree, drafting/tree.py: its ancestors and itself); None: the tokens before it
 
     # Derived on first use, so only inside the traced forward: the host-side layout never
     # builds these graph nodes, and every layer of a pass shares one copy.
@@ -45,8 +47,13 @@ class RowGroup:
     @cached_property
     def mask(self) -> mx.array:
         """(B, 1, T, S): key s visible to query t."""
-        pos = self.starts[:, None] + mx.arange(self.T, dtype=mx.int32)  # (B, T)
         S = self.table.shape[1] * self.block_size
+        if self.tree is not None:
+            rel = (mx.arange(S, dtype=mx.int32)[None, :] - self.starts[:, None])[:, None, :]  # (B, 1, S)
+            col = mx.broadcast_to(mx.clip(rel, 0, self.T - 1), (rel.shape[0], self.T, S))
+            mine = mx.take_along_axis(self.tree, col, axis=2)  # (B, T, S): this pass's keys
+            return ((rel < 0) | ((rel < self.T) & mine))[:, None]
+        pos = self.starts[:, None] + mx.arange(self.T, dtype=mx.int32)  # (B, T)
         return (mx.arange(S, dtype=mx.int32)[None, None, :] <= pos[:, :, None])[:, None]
 
     def rows(self, a: mx.array) -> mx.array:
@@ -92,11 +99,12 @@ class PassContext:
     def flatten(self) -> tuple[tuple, list[mx.array]]:
         """(static structure, arrays): compiled functions take arrays and key on the rest."""
         spec = (self.from_rows is not None,) + tuple(
-            (g.to_rows is not None, g.T, g.block_size, g.fresh) for g in self.groups
+            (g.to_rows is not None, g.T, g.block_size, g.fresh, g.tree is not None) for g in self.groups
         )
         arrays = [self.positions, self.write_slots] + ([self.from_rows] if self.from_rows is not None else [])
         for g in self.groups:
             arrays += ([g.to_rows] if g.to_rows is not None else []) + [g.table, g.starts]
+            arrays += [g.tree] if g.tree is not None else []
         return spec, arrays
 
     @staticmethod
@@ -106,9 +114,11 @@ class PassContext:
         positions, write = next(it), next(it)
         from_rows = next(it) if spec[0] else None
         groups = []
-        for has_rows, T, block_size, fresh in spec[1:]:
+        for has_rows, T, block_size, fresh, has_tree in spec[1:]:
             to_rows = next(it) if has_rows else None
-            groups.append(RowGroup(to_rows, next(it), next(it), T, block_size, fresh))
+            table, starts = next(it), next(it)
+            tree = next(it) if has_tree else None
+            groups.append(RowGroup(to_rows, table, starts, T, block_size, fresh, tree))
         return PassContext(positions, write, tuple(groups), from_rows), list(it)
 
 

@@ -48,6 +48,17 @@ class BlockPool:
         ik = mx.zeros((slots, a.index_head_dim), self.dtype) if indexed else None
         return LayerKV(mx.zeros((2 * a.num_key_value_heads * slots, a.head_dim), self.dtype), ik)
 
+    def move_position(self, blocks: list[int], src: int, dst: int) -> None:
+        """Copy a row's keys and values (and indexer keys) at position src to position dst,
+        in every layer: a draft tree's accepted leaf, computed one slot past its depth's."""
+        bs, heads = self.block_size, 2 * self.args.num_key_value_heads
+        s, d = (blocks[p // bs] * bs + p % bs for p in (src, dst))
+        base = mx.arange(heads, dtype=mx.int32) * (self.n_blocks * bs)
+        for kv in self.layers:
+            kv.kv[base + d] = kv.kv[base + s]
+            if kv.ik is not None:
+                kv.ik[d] = kv.ik[s]
+
     def pool_bytes(self) -> int:
         return sum(x.nbytes for kv in self.layers for x in kv.arrays())
 

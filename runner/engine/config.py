@@ -83,6 +83,7 @@ DRAFT_POLICIES = ("never", "always", "solo", "adaptive")  # plus "max_width:N"
 MTP_SYNC = ("eager", "lazy")
 DRAFTERS = ("mtp", "block")
 MAX_DRAFT_TOKENS = 16
+MAX_TREE_LEAVES = 2  # branch leaves a draft tree may add: second choices at the first two positions
 DTYPES = ("float32", "bfloat16", "float16")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*$", re.IGNORECASE)
 _UNITS = {
@@ -135,6 +136,7 @@ class EngineConfig:
     draft_policy: str = "always"
     draft_tokens: int = 1  # k: drafts a drafting row carries into a pass (1..MAX_DRAFT_TOKENS)
     drafter: str = "mtp"  # "mtp": the MTP layer chained k times; "block": a block drafter
+    draft_tree: int = 0  # a lone greedy row's extra branch leaves (block drafter, 0..MAX_TREE_LEAVES)
     mtp_sync: str = "eager"
     prefix_cache_bytes: Any = 0
     index_topk: int = 0  # 0: dense attention; >0 needs indexer weights
@@ -177,6 +179,13 @@ class EngineConfig:
             raise bad("draft_tokens", f"expected an integer from 1 to {MAX_DRAFT_TOKENS}, got {k!r}")
         if self.drafter not in DRAFTERS:
             raise bad("drafter", f"expected one of {DRAFTERS}, got {self.drafter!r}")
+        t = self.draft_tree
+        if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t <= MAX_TREE_LEAVES:
+            raise bad("draft_tree", f"expected an integer from 0 to {MAX_TREE_LEAVES}, got {t!r}")
+        if t and self.drafter != "block":
+            raise bad("draft_tree", f"a draft tree needs drafter = 'block', got {self.drafter!r}")
+        if t and self.index_topk:
+            raise bad("draft_tree", "a draft tree needs index_topk = 0: the indexer selects keys in order")
         if self.mtp_sync not in MTP_SYNC:
             raise bad("mtp_sync", f"expected one of {MTP_SYNC}, got {self.mtp_sync!r}")
         self.prefix_cache_bytes = parse_bytes(self.prefix_cache_bytes)

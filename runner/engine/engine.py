@@ -4,7 +4,7 @@
   plan and launch one), queue the pass after it when its inputs follow from this one's
   outputs (launch.py), wait for the pass, commit each row's tokens verifying its drafts
   (verify.py), have the drafter propose the next pass's drafts (k as the launcher
-  decided), retire finished rows (retire.py), let the draft policy learn, and emit the
+  decided), retire finished rows (scheduler.py), let the draft policy learn, and emit the
   pass event.
 - A pass event's duration is the wall time of the step that committed it, so a run's
   pass durations add up to its time in step().
@@ -22,7 +22,6 @@ import numpy as np
 from . import checkpoint as ckpt
 from .cache import BlockPool
 from .config import EngineConfig, ModelArgs
-from .drafting.calibrate import calibrate
 from .drafting.draft_policy import DraftPolicy
 from .drafting.drafter import TargetOutputs
 from .drafting.drafters import make_drafter
@@ -33,10 +32,10 @@ from .launch import Launcher
 from .model import Model
 from .passes import Landed, Launched
 from .prefix_cache import PrefixCache
-from .retire import retire_finished
-from .scheduler import PassPlan, Scheduler
+from .scheduler import PassPlan, Scheduler, retire_finished
 from .sequence import Sequence
 from .shelf import Shelf
+from .warmup import warm_engine
 
 DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
 
@@ -78,6 +77,7 @@ class Engine:
         self._draft_reason = ""  # why the next pass's rows carry what they carry (adaptive)
         self._sha256: Optional[str] = None
         self._queued: Optional[Launched] = None  # a pass launched ahead, not yet committed
+        self.tree_leaves_landed = 0  # passes whose draft tree kept a leaf beyond its chain
 
     # ---- construction -------------------------------------------------------------
     @classmethod
@@ -202,31 +202,10 @@ class Engine:
         )
 
     def warmup(self, max_context: int) -> int:
-        """Compile every decode shape that contexts up to `max_context` tokens can hit
-        (first-time tracing otherwise lands inside timed passes), the pool first grown to
-        what full rows and a full prefix cache can hold; then, under the adaptive policy,
-        time each draft length's passes at every width (calibrate.py). Returns shapes
-        traced."""
-        if not self.config.compile:
-            return 0
-        ks = self.policy.carried_lengths() if self.drafter is not None else ()
-        rows = self.config.max_batch_size
-        max_blocks = -(-(max_context + 3 + max(ks, default=0)) // self.pool.block_size)  # + a pass's reach
-        cached = self.config.prefix_cache_bytes // self.pool.block_bytes
-        self.pool.reserve(1 + rows * (max_blocks + 1) + cached)
-        traced = sum(self.forward.warm(rows, max_blocks, 1 + k, self.config.mtp_layer) for k in ks or (0,))
-        traced += self.drafter.warm(rows, max_context, ks) if self.drafter is not None else 0
-        if self.drafter is not None:  # the adaptive policy starts from this machine's costs
-            calibrate(
-                self.forward,
-                self.policy,
-                self.drafter,
-                rows,
-                max(max_context // 2, 1),
-                self.args.vocab_size,
-                self.pool.block_size,
-            )
-        return traced
+        """Compile every decode shape that contexts up to `max_context` tokens can hit and,
+        under the adaptive policy, time each draft length's passes (warmup.py). Returns
+        shapes traced."""
+        return warm_engine(self, max_context)
 
     def clear_prefix_cache(self) -> None:
         """Drop every cached prefix block (a cold start for the next measurement)."""
@@ -252,8 +231,9 @@ class Engine:
         self._queued = self.launcher.launch_ahead(cur)
         reason = self._draft_reason  # decided when cur's drafts were made
         out = cur.wait()  # blocks until cur has run
-        done = commit_pass(cur, out, self.eos, self.drafter)
+        done = commit_pass(cur, out, self.eos, self.drafter, self.pool.move_position)
         self._draft_next(cur, out)
+        self.tree_leaves_landed += done.branched
         # Read before retiring, which frees finished rows' blocks: the event reports what
         # every live row held, the rows the pass finished and those it left out included.
         row_bytes = [self._row_bytes(s) for s in self._live_rows(cur.plan)]
@@ -312,7 +292,7 @@ class Engine:
             self.drafter.adopt(cur.plan.rows, out.drafts, k > 0)
             return
         self.drafter.draft(cur.plan.rows, TargetOutputs(out.starts, cur.hidden, cur.first), k)
-        cut = self.policy.trim(cur.plan.rows)
+        cut = self.policy.trim(cur.plan.rows, self.config.draft_tree)
         if cut:
             self._draft_reason = f"{self._draft_reason}; cut: {cut}"
 

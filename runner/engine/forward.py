@@ -26,7 +26,7 @@ import mlx.core as mx
 from .attention import LayerKV, PassContext, rope_table
 from .cache import BlockPool
 from .drafting.block_drafter import select_features
-from .layout import COMPILE_MAX_TOKENS, block_buckets_upto, build_layout
+from .layout import COMPILE_MAX_TOKENS
 from .model import Capture, Model
 
 
@@ -240,58 +240,6 @@ class Forward:
         )
         self._store([layer], arrays, self._graph.has_ik[self.n_main :])
         return logits, last
-
-    def warm(self, max_rows: int, max_blocks: int, verify_tokens: int, with_mtp: bool) -> int:
-        """Trace the compiled functions for every decode shape (rows x tokens per row x
-        read width) for rows of up to max_blocks blocks, so no timed pass pays for
-        tracing: plain rows feed 1 token, drafting rows verify_tokens (1 + k; 1: the
-        engine does not draft). with_mtp: the MTP layer's shapes too (fused at k = 1, a
-        chained step a row at k > 1). Writes only the scratch block. Returns how many
-        shapes were traced."""
-        bs, traced, T = self.pool.block_size, 0, verify_tokens
-        for n_blocks in block_buckets_upto(max_blocks):
-            blocks = [0] * n_blocks
-            for B in range(1, max_rows + 1):
-                for n_long in range(B + 1) if T > 1 else (0,):
-                    lens = [T] * n_long + [1] * (B - n_long)
-                    uniform = T > 2 and n_long == B  # Launcher runs these unpadded
-                    lay = build_layout(
-                        [max(n_blocks * bs - T, 0)] * B, lens, [blocks] * B, bs, t_cap=1 if uniform else None
-                    )
-                    K = T if n_long else 1
-                    zeros = mx.zeros((lay.n_tokens,), mx.int32)
-                    outs = list(self.main(zeros, lay.ctx, mx.zeros((B, K), mx.int32)))
-                    if with_mtp:
-                        step = build_layout([max(n_blocks * bs - 2, 0)] * B, [1] * B, [blocks] * B, bs)
-                        outs.extend(self._warm_mtp(outs[1], zeros, lay, step, B, K))
-                    mx.eval(outs)
-                    traced += 1
-        return traced
-
-    def _warm_mtp(self, hidden, zeros, lay, step, B: int, K: int) -> list[mx.array]:
-        """The MTP shapes of a pass laid out as `lay`; `step`: one pair a row."""
-        outs = list(self.mtp(hidden, zeros, lay.ctx, mx.zeros((B,), mx.int32)))
-        if K > 2:  # a chained step: the layer's own (B, H) output and one draft a row
-            one = mx.zeros((B,), mx.int32)
-            outs.extend(self.mtp(hidden[:B], one, step.ctx, mx.arange(B)))
-            return outs
-        for with_drafts in (True, False):
-            outs.extend(
-                o
-                for o in self.main_and_draft(
-                    zeros,
-                    lay.ctx,
-                    mx.zeros((B, K), mx.int32),
-                    zeros,
-                    zeros - 1,
-                    mx.zeros((B, 2), mx.int32),
-                    None,
-                    mx.zeros((B,), mx.bool_),
-                    with_drafts,
-                )
-                if o is not None
-            )
-        return outs
 
     @staticmethod
     def _store(layers: list[LayerKV], arrays: list[mx.array], has_ik: tuple[bool, ...]) -> None:

@@ -29,8 +29,9 @@ from .config import EngineConfig
 from .drafting.draft_policy import DraftPolicy
 from .drafting.drafter import Drafter
 from .drafting.mtp import MTPDrafter
+from .drafting.tree import chain_of
 from .forward import Forward
-from .layout import ahead_layout, build_layout
+from .layout import ahead_layout, build_layout, tree_layout
 from .passes import Launched, MTPInputs
 from .scheduler import PassPlan, Scheduler
 
@@ -97,8 +98,13 @@ class Launcher:
         """Plan the next pass from host state and queue it."""
         drafting = self.drafting
         width = len(self.scheduler.running)
+        if width > 1:  # a tree is for a lone row: rows admitted since it was grown get chains
+            for seq in self.scheduler.running:
+                seq.drafts, seq.draft_parents = chain_of(seq.drafts, seq.draft_parents), []
         plan = self.scheduler.plan(use_drafts=self.drafter is not None and self.policy.permits(width))
         starts = [s.computed for s in plan.rows]
+        if len(plan.rows) == 1 and plan.rows[0].draft_parents and plan.drafted[0]:
+            return self._launch_tree(plan, starts[0])
         lens = [len(f) for f in plan.feeds]
         lay = build_layout(
             starts,
@@ -141,6 +147,14 @@ class Launcher:
             draft_in,
             mtp,
         )
+
+    def _launch_tree(self, plan: PassPlan, start: int) -> Launched:
+        """Queue one row verifying its draft tree, with the logits of every node."""
+        seq, feed = plan.rows[0], plan.feeds[0]
+        lay = tree_layout(start, seq.draft_parents, seq.blocks, self.scheduler.pool.block_size)
+        out_index = mx.arange(len(feed), dtype=mx.int32)[None]
+        tokens, starts = mx.array(feed, mx.int32), mx.array([start], mx.int32)
+        return self._dispatch(plan, tokens, lay.ctx, out_index, lay.first, starts, None, None)
 
     def launch_ahead(self, cur: Launched) -> Optional[Launched]:
         """Queue the pass after `cur` before cur's tokens are known, when its inputs follow

@@ -4,9 +4,10 @@ which pool slot it writes, and how attention lays the rows out.
 The pass's tokens are packed (no padding between rows) for all per-token work;
 attention lays rows out in groups (decode rows apart from prefill chunks), padded within
 a group. Pads write to the scratch block and their outputs are ignored. Lengths are
-bucketed so the compiled forward sees few shapes. Three builders: `build_layout` from
+bucketed so the compiled forward sees few shapes. Four builders: `build_layout` from
 host-side starts (a uniform decode pass in plain Python, anything else through numpy),
-and `ahead_layout` for a pass whose start positions are still in the graph (Launcher.launch_ahead).
+`ahead_layout` for a pass whose start positions are still in the graph (Launcher.launch_ahead),
+and `tree_layout` for one row verifying a draft tree.
 This file knows nothing about which rows run or why.
 """
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from .attention import PassContext, RowGroup
 from .cache import SCRATCH_BLOCK
+from .drafting.tree import ancestors, depths
 from .sequence import Sequence
 
 COMPILE_MAX_TOKENS = 64  # passes with more packed tokens than this run uncompiled (forward.py)
@@ -169,3 +171,28 @@ def ahead_layout(
     slots = tables[row_of, positions // block_size] * block_size + positions % block_size
     group = RowGroup(None, tables, starts, T, block_size, fresh=False)
     return PassContext(positions=positions, write_slots=slots, groups=(group,), from_rows=None)
+
+
+def tree_layout(start: int, parents: list[int], blocks: list[int], block_size: int) -> PassLayout:
+    """One row feeding a draft tree (drafting/tree.py) from position `start`: node i sits in
+    the row's slot start + i and at position start + its depth, and sees the row's
+    context and its own ancestors."""
+    T = 1 + len(parents)
+    tables = block_tables([blocks], block_bucket(-(-(start + T) // block_size)))
+    positions = [start + d for d in depths(parents)]
+    slots = [tables[0][p // block_size] * block_size + p % block_size for p in range(start, start + T)]
+    group = RowGroup(
+        None,
+        mx.array(tables, dtype=mx.int32),
+        mx.array([start], dtype=mx.int32),
+        T,
+        block_size,
+        tree=mx.array(ancestors(parents)[None]),
+    )
+    ctx = PassContext(
+        positions=mx.array(positions, dtype=mx.int32),
+        write_slots=mx.array(slots, dtype=mx.int32),
+        groups=(group,),
+        from_rows=None,
+    )
+    return PassLayout(ctx, [0], T)

@@ -8,14 +8,23 @@ stalls the rows already decoding (Sarathi-Serve's stall-free batching); prefill 
 share what is left, in admission order, and a prefill row that gets nothing sits the
 pass out. A pass without decode rows always prefills (the budget is at least one
 token). How the pass's tokens are then laid out for the model is layout.py's job.
+
+After a pass (`retire_finished`): a row's prompt blocks are offered to the prefix cache
+once, when every position in them is verified (the main KV, `computed`, and any drafter
+state kept in the same blocks; drafted positions are past `computed`, so the prefix cache
+never holds one); a finished row is retired: its blocks go back to the pool, the drafter
+forgets it, and its RequestEvent is built.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Optional
 
 from .cache import BlockPool
+from .drafting.drafter import Drafter
+from .events import RequestEvent
 from .prefix_cache import PrefixCache
 from .sequence import Sequence, Status
 
@@ -70,7 +79,7 @@ class Scheduler:
         for i, seq in enumerate(self.running):
             if not seq.prefilling:
                 if not use_drafts:
-                    seq.drafts, seq.draft_probs, seq.draft_conf = [], [], []
+                    seq.clear_drafts()
                 feeds[i] = [seq.tokens[-1], *seq.drafts]
                 n_decode += len(feeds[i])
         left = self.max_pass_tokens - n_decode if self.max_pass_tokens else None  # None: no budget
@@ -99,4 +108,39 @@ class Scheduler:
             self.pool.release(b)
         seq.blocks = []
         seq.pending_hidden, seq.pending_bytes = None, 0
-        seq.drafts, seq.draft_probs, seq.draft_conf = [], [], []
+        seq.clear_drafts()
+
+
+def retire_finished(
+    rows: list[Sequence], prefix: PrefixCache, scheduler: Scheduler, drafter: Optional[Drafter]
+) -> list[RequestEvent]:
+    done = []
+    for seq in rows:
+        if seq.status is Status.RETIRED:  # after an earlier pass (this one was queued)
+            continue
+        valid = seq.computed if drafter is None else min(seq.computed, drafter.verified_in_pool(seq))
+        if not seq.prefix_offered and (valid >= len(seq.prompt) or seq.finished):
+            prefix.insert(seq.prompt, seq.blocks, valid)
+            seq.prefix_offered = True
+        if seq.finished:
+            seq.done_ns = seq.token_ns[-1]  # done when its last token was committed
+            scheduler.release(seq)
+            if drafter is not None:
+                drafter.release(seq)
+            done.append(request_event(seq))
+    return done
+
+
+def request_event(seq: Sequence) -> RequestEvent:
+    return RequestEvent(
+        seq.request_id,
+        len(seq.prompt),
+        seq.num_output,
+        seq.arrival_ns,
+        seq.first_token_ns,
+        seq.done_ns,
+        seq.finish_reason,
+        seq.cached_tokens,
+        tuple(seq.output),
+        tuple(seq.token_ns),
+    )

@@ -43,6 +43,12 @@ class Sequence:
     draft_probs: list[np.ndarray] = field(default_factory=list)  # each draft's distribution q (sampling)
     draft_conf: list[float] = field(default_factory=list)  # the drafter's q of each greedy draft
     # (empty: it gave none); read once the drafts are made, and by verification
+    draft_parents: list[int] = field(default_factory=list)  # a draft tree's shape (tree.py):
+    # the node each draft hangs from (0: the last token); empty: a chain
+    draft_alternatives: list = field(default_factory=list)  # the drafter's second choice at the
+    # first positions, (token, q), where a tree may branch
+    kept_nodes: list[int] = field(default_factory=list)  # after a tree pass: the fed indices
+    # of the positions it verified (root first); empty: the first ones, in order
     pending_hidden: Optional[list] = None  # (n_i, H) hidden-state slices the lazy MTP has not consumed
     pending_bytes: int = 0  # their size, kept as they come (state bytes every pass)
     cached_tokens: int = 0  # prompt tokens served by the prefix cache
@@ -55,6 +61,10 @@ class Sequence:
 
     def __post_init__(self) -> None:
         self.tokens = list(self.prompt)
+
+    def clear_drafts(self) -> None:
+        self.drafts, self.draft_probs, self.draft_conf = [], [], []
+        self.draft_parents, self.draft_alternatives = [], []
 
     @property
     def num_output(self) -> int:

@@ -32,6 +32,7 @@ from ..sequence import Sequence
 from .block_drafter import Proposal, load_checkpoint_drafter, propose
 from .drafter import TargetOutputs
 from .drafter_context import CONTEXT_BUCKET, ContextCache
+from .tree import TREE_DEPTH, second_choices
 
 
 @dataclass
@@ -47,8 +48,9 @@ class Backlog:
 class BlockDrafting:
     eager = False  # a pass that does not draft only backlogs its features
 
-    def __init__(self, target: Model, checkpoint_dir: Path, compile: bool = True):
-        self.target = target
+    def __init__(self, target: Model, checkpoint_dir: Path, compile: bool = True, tree: int = 0):
+        """tree: the most branch leaves a lone row's drafts may grow (tree.py; 0: chains)."""
+        self.target, self.tree = target, tree
         self.drafter = load_checkpoint_drafter(checkpoint_dir, target.args)
         self.cache = ContextCache(self.drafter)
         self._compile = compile
@@ -127,7 +129,7 @@ class BlockDrafting:
 
     def draft(self, rows: list[Sequence], target: TargetOutputs, k: int) -> None:
         for b, seq in enumerate(rows):
-            seq.drafts, seq.draft_probs, seq.draft_conf = [], [], []
+            seq.clear_drafts()
             if seq.finished:
                 continue
             rid, start, n = seq.request_id, target.starts[b], seq.computed - target.starts[b]
@@ -135,7 +137,9 @@ class BlockDrafting:
             if held and self._end(rid) != start:
                 self.release(seq)  # a gap (never expected): restart the row's context here
             if n > 0:
-                part = target.hidden[target.first[b] : target.first[b] + n]
+                f = target.first[b]
+                nodes, seq.kept_nodes = seq.kept_nodes, []
+                part = target.hidden[mx.array(nodes) + f] if nodes else target.hidden[f : f + n]
                 log = self._backlog.get(rid)
                 if log is None:
                     base = self.cache.end(rid) if self.cache.length(rid) else start
@@ -157,6 +161,9 @@ class BlockDrafting:
         if all(s.temperature == 0.0 for s in seqs):
             for s, drafts, conf in zip(seqs, out.tokens.tolist(), out.confidence.tolist()):
                 s.drafts, s.draft_conf = drafts, conf
+            if self.tree and len(seqs) == 1:  # a lone row may branch (tree.py)
+                depth = min(k, TREE_DEPTH)
+                seqs[0].draft_alternatives = second_choices(np.array(out.logits[0, :depth]), seqs[0].drafts)
             return
         greedy, logits, conf = out.tokens.tolist(), np.array(out.logits), out.confidence.tolist()
         for r, s in enumerate(seqs):

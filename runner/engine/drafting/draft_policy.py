@@ -35,6 +35,7 @@ from typing import NamedTuple, Optional
 from .draft_cost import WidthModel
 from .realized import RealizedRates
 from .row_lengths import ConfidenceCalibration, choose_lengths
+from .tree import grow, plan_leaves
 
 DRAFT_MEMORY = 0.98  # each new draft at a position keeps this share of the earlier ones' weight
 PRIOR_DRAFTS = 2  # a position starts as if this many drafts had been accepted at the rate of
@@ -67,7 +68,7 @@ class PositionAcceptance:
         """One pass's histogram: [m] drafting rows that kept m drafts, m = 0..k. Rows are
         taken to have carried k drafts each (drafters draft every row alike; a cut row by
         row_lengths.py carries k or none, or is the pass's only row)."""
-        for i in range(1, len(accepted_lengths)):
+        for i in range(1, min(len(accepted_lengths), MAX_POSITIONS + 1)):  # a tree's leaves: past 16
             n, ok = sum(accepted_lengths[i - 1 :]), sum(accepted_lengths[i:])
             if n:
                 keep = DRAFT_MEMORY**n
@@ -158,10 +159,30 @@ class DraftPolicy:
             self.reason = f"k {k}: tokens per unit of time by k {shown}{lent}"
         return k
 
-    def trim(self, rows: list) -> str:
+    def trim(self, rows: list, leaves: int = 0) -> str:
         """Cut each drafting row's drafts to the length that pays (row_lengths.py), when
         adaptive, the drafter gave its confidences and no other length is being measured at
-        this width; returns why, in a few words ('' when every row keeps its drafts)."""
+        this width; then, with `leaves`, let a lone row's chain branch (tree.py). Returns
+        why, in a few words ('' when every row keeps its drafts as they came)."""
+        why = self._cut(rows)
+        tree = self._branch(rows, leaves) if leaves else ""
+        return "; ".join(w for w in (why, tree) if w)
+
+    def _branch(self, rows: list, leaves: int) -> str:
+        """Grow a lone greedy row's chain into a tree: under a fixed policy every leaf, under
+        adaptive the leaves that pay by its costs (none while it measures)."""
+        drafting = [s for s in rows if s.drafts and not s.finished]
+        if len(drafting) != 1 or not drafting[0].draft_alternatives or not drafting[0].draft_conf:
+            return ""
+        if self.adaptive and self._cut_costs is None:
+            return ""
+        seq = drafting[0]
+        plan = plan_leaves(self.calibration, seq.draft_conf, seq.draft_alternatives, leaves, self._cut_costs)
+        if plan.leaves:
+            seq.drafts, seq.draft_parents = grow(seq.drafts, seq.draft_alternatives, plan.leaves)
+        return plan.reason
+
+    def _cut(self, rows: list) -> str:
         if self._cut_costs is None:  # fixed, measuring, or no costs yet: nothing to cut by
             return ""
         drafting = [s for s in rows if s.drafts]

@@ -27,6 +27,6 @@ def make_drafter(
         return None
     if config.drafter == "mtp":
         return MTPDrafter(forward, pool, config.mtp_sync, ensure_blocks)
-    drafting = BlockDrafting(forward.model, checkpoint_dir, config.compile)
+    drafting = BlockDrafting(forward.model, checkpoint_dir, config.compile, config.draft_tree)
     forward.feature_layers = drafting.feature_layers
     return drafting

@@ -65,7 +65,7 @@ class MTPDrafter:
                     seq.pending_hidden = []
                 seq.pending_hidden.append(part)
                 seq.pending_bytes += part.nbytes
-                seq.drafts, seq.draft_probs, seq.draft_conf = [], [], []
+                seq.clear_drafts()
             return
         seqs = [rows[b] for b in alive]
         lens = [s.computed - s.mtp_computed for s in seqs]  # backlog (lazy) + this pass's pairs

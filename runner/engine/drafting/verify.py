@@ -14,14 +14,16 @@ length set.
 from __future__ import annotations
 
 import time
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import mlx.core as mx
 import numpy as np
 
 from ..passes import Landed, Launched
+from ..sequence import Sequence
 from .drafter import Drafter
-from .speculative import choose, commit
+from .speculative import Choice, choose, commit
+from .tree import chain_of, moves, walk
 
 
 class PassCommit(NamedTuple):
@@ -29,11 +31,20 @@ class PassCommit(NamedTuple):
     accepted: int  # drafts kept
     accepted_lengths: tuple[int, ...]  # [m]: drafting rows that kept m drafts (empty: none drafted)
     draft_lengths: tuple[int, ...]  # [k]: drafting rows that carried k drafts (empty: none drafted)
-    outcomes: tuple = ()  # (the drafter's confidences, drafts kept) of each row that had them
+    outcomes: tuple = ()  # (the drafter's confidences, chain drafts kept) of each row that had them
+    branched: int = 0  # rows whose draft tree landed a leaf beyond its chain
 
 
-def commit_pass(cur: Launched, out: Landed, eos: frozenset[int], drafter: Optional[Drafter]) -> PassCommit:
-    plan, emitted, accepted = cur.plan, 0, 0
+def commit_pass(
+    cur: Launched,
+    out: Landed,
+    eos: frozenset[int],
+    drafter: Optional[Drafter],
+    move_keys: Optional[Callable[[list[int], int, int], None]] = None,
+) -> PassCommit:
+    """move_keys(a row's blocks, from position, to position): carry a position's keys and
+    values (a tree's accepted leaf) to another; needed only when rows verify draft trees."""
+    plan, emitted, accepted, branched = cur.plan, 0, 0, 0
     hist = [0] * (1 + max(plan.drafted, default=0))
     carried = list(hist)
     outcomes: list = []
@@ -48,11 +59,16 @@ def commit_pass(cur: Launched, out: Landed, eos: frozenset[int], drafter: Option
         if end < len(seq.tokens) and not drafted:
             seq.computed = end  # a prefill chunk that does not reach the prompt's end
             continue
-        choice = choose(seq, out.greedy[b], host_logits.get(b), drafted)
+        if seq.draft_parents:
+            choice, chain_kept = _walk_tree(seq, out.greedy[b], out.starts[b], move_keys)
+            branched += choice.accepted > chain_kept
+        else:
+            choice = choose(seq, out.greedy[b], host_logits.get(b), drafted)
+            chain_kept = choice.accepted
         emitted += commit(seq, choice.tokens, eos, now)
         if drafted and seq.draft_conf:
-            outcomes.append((seq.draft_conf[:drafted], choice.accepted))
-        seq.drafts, seq.draft_probs, seq.draft_conf = [], [], []  # verified
+            outcomes.append((seq.draft_conf[:drafted], chain_kept))
+        seq.clear_drafts()  # verified
         if drafted:
             accepted += choice.accepted
             hist[choice.accepted] += 1
@@ -64,4 +80,18 @@ def commit_pass(cur: Launched, out: Landed, eos: frozenset[int], drafter: Option
             seq.computed = end
     if not any(plan.drafted):
         return PassCommit(emitted, accepted, (), ())
-    return PassCommit(emitted, accepted, tuple(hist), tuple(carried), tuple(outcomes))
+    return PassCommit(emitted, accepted, tuple(hist), tuple(carried), tuple(outcomes), branched)
+
+
+def _walk_tree(seq: Sequence, greedy: list[int], start: int, move_keys) -> tuple[Choice, int]:
+    """A greedy row's draft tree verified (tree.py): its choice, and how many of its chain's
+    drafts that choice kept. An accepted leaf's keys move to its depth's position, and the
+    drafter is told which fed positions were verified (`Sequence.kept_nodes`)."""
+    path = walk(seq.drafts, seq.draft_parents, greedy)
+    m = len(chain_of(seq.drafts, seq.draft_parents))
+    for node, depth in moves(path):
+        move_keys(seq.blocks, start + node, start + depth)
+    if moves(path):
+        seq.kept_nodes = [0, *path]
+    kept = [seq.drafts[i - 1] for i in path]
+    return Choice(kept + [greedy[path[-1] if path else 0]], len(path)), sum(i <= m for i in path)
