@@ -346,3 +346,15 @@ def test_simulated_adaptive_follows_a_machine_that_slows_down():
     rate, ks = simulate(p, 1, 1500, rng, slow_after=500)  # everything 2x slower from pass 500
     fixed = expected(1, 4) / NOISE_MEAN * 1500 / (500 + 2 * 1000)
     assert np.median(ks[600:]) >= 4 and rate >= 0.9 * fixed
+
+
+def test_a_row_cut_the_same_way_pass_after_pass_prices_the_length_it_carries():
+    p = policy("adaptive", 8)
+    cut = Branch("decode", 1, 4)  # the drafter proposed 8 a pass; the row cut them to 4
+    for _ in range(3):
+        p._cut_to = 4
+        p.record(cut, 3000, (1, 0, 0, 0, 0), drafts_next=8, ahead=False, queued=None)
+    assert p.widths[1].seen[4] == 2  # the first has no pass of its branch before it
+    p._cut_to = 2  # cut another way: the next pass carries 2, this one's step is no steady 4
+    p.record(cut, 3000, (1, 0, 0, 0, 0), drafts_next=8, ahead=False, queued=None)
+    assert p.widths[1].seen[4] == 2

@@ -47,6 +47,8 @@ class Sequence:
     # the node each draft hangs from (0: the last token); empty: a chain
     draft_alternatives: list = field(default_factory=list)  # the drafter's second choice at the
     # first positions, (token, q), where a tree may branch
+    cut_proposals: list = field(default_factory=list)  # drafts cut before verification, until
+    # the output decides them (drafting/cut_drafts.py)
     kept_nodes: list[int] = field(default_factory=list)  # after a tree pass: the fed indices
     # of the positions it verified (root first); empty: the first ones, in order
     pending_hidden: Optional[list] = None  # (n_i, H) hidden-state slices the lazy MTP has not consumed

@@ -23,8 +23,12 @@ committed tokens per unit of time, from its own measurements.
   step prepared the same k (its duration holds the next pass's drafting): a k = 0 pass
   whose step drafted for the next, or whose drafts were all cut, is no pass without drafts.
 - Costs learn from steady, pure passes only: between two of the same branch and
-  pipelining regime, in one regime, uncut (a switch, such as a lazy MTP catching up,
-  costs extra and is priced as exploring instead).
+  pipelining regime, in one regime (a switch, such as a lazy MTP catching up, costs extra
+  and is priced as exploring instead), carrying what the next pass carries. A row cut
+  the same way pass after pass is steady too: its passes price the length it carries,
+  with the drafter's pass at the k decided (a little dearer than that length's own
+  regime). Without them a cut regime's costs would stay the warm-up's, which leave out
+  what pipelining saves passes without drafts (drafting passes cannot be queued ahead).
   `runner bench --mtp` shows what drafting gains arm against arm.
 """
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
+from .cut_drafts import remember, settle
 from .draft_cost import WidthModel
 from .realized import RealizedRates
 from .row_lengths import ConfidenceCalibration, choose_lengths
@@ -164,6 +169,8 @@ class DraftPolicy:
         adaptive, the drafter gave its confidences and no other length is being measured at
         this width; then, with `leaves`, let a lone row's chain branch (tree.py). Returns
         why, in a few words ('' when every row keeps its drafts as they came)."""
+        if self.adaptive:
+            self._learn_from_cut_drafts(rows)
         why = self._cut(rows)
         tree = self._branch(rows, leaves) if leaves else ""
         return "; ".join(w for w in (why, tree) if w)
@@ -182,6 +189,16 @@ class DraftPolicy:
             seq.drafts, seq.draft_parents = grow(seq.drafts, seq.draft_alternatives, plan.leaves)
         return plan.reason
 
+    def _learn_from_cut_drafts(self, rows: list) -> None:
+        """What the rows' committed tokens tell of drafts cut earlier (cut_drafts.py)."""
+        for seq in rows:
+            for o in settle(seq) if seq.cut_proposals else ():
+                self.calibration.add(o.confidences, o.landed)
+                if o.whole and o.confidences:
+                    hist = [0] * (len(o.confidences) + 1)
+                    hist[o.landed] = 1
+                    self.acceptance.add(tuple(hist))
+
     def _cut(self, rows: list) -> str:
         if self._cut_costs is None:  # fixed, measuring, or no costs yet: nothing to cut by
             return ""
@@ -195,6 +212,8 @@ class DraftPolicy:
         if choice is None:
             return ""
         for s, m in zip(drafting, choice.lengths):
+            if s.draft_conf:
+                remember(s, s.drafts, s.draft_conf, m)
             s.drafts, s.draft_probs, s.draft_conf = s.drafts[:m], s.draft_probs[:m], s.draft_conf[:m]
         self._cut_to = max(choice.lengths)
         return choice.reason
@@ -253,7 +272,7 @@ class DraftPolicy:
         committed = branch.width + sum(m * n for m, n in enumerate(accepted_lengths))
         self.realized.add(branch.width, decided, committed, duration_ns, counted=pure)
         self.width(branch.width).spend(duration_ns)
-        if steady and pure and drafts_next == branch.drafts == decided:
+        if steady and pure and drafts_next == branch.drafts:
             self.width(branch.width).observe(branch.drafts, duration_ns)
 
 
