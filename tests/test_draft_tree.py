@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.engine import Engine
+from runner.engine import Engine, EngineConfig
 from runner.engine.attention import RowGroup
 from runner.engine.drafting.row_lengths import ConfidenceCalibration
 from runner.engine.drafting.tree import (
@@ -121,6 +121,7 @@ def test_leaves_join_when_they_pay_and_not_otherwise():
 
 
 def test_knobs_that_cannot_grow_a_tree_are_refused(tiny_checkpoint):
+    EngineConfig.from_kwargs(draft_tree=2)  # valid alone: a declaration checks knobs one by one first
     for knobs, words in (
         (dict(mtp=True, draft_tree=2), "drafter = 'block'"),
         (dict(mtp=True, drafter="block", draft_tree=3), "from 0 to 2"),

@@ -236,7 +236,9 @@ def load_tokenizer(directory: Path):
 
 
 def check_knobs(directory: Path, args: ModelArgs, config: EngineConfig) -> None:
-    """Engine knobs that need something this checkpoint may lack: one clear error."""
+    """Engine knobs that need something this checkpoint may lack, or each other: one
+    clear error."""
+    config.check_together()
     if config.index_topk and not has_indexer(directory):
         raise ValueError(
             f"engine knob index_topk: {directory} has no indexer weights ({INDEXER_FILE}); use index_topk = 0"

@@ -182,10 +182,6 @@ class EngineConfig:
         t = self.draft_tree
         if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t <= MAX_TREE_LEAVES:
             raise bad("draft_tree", f"expected an integer from 0 to {MAX_TREE_LEAVES}, got {t!r}")
-        if t and self.drafter != "block":
-            raise bad("draft_tree", f"a draft tree needs drafter = 'block', got {self.drafter!r}")
-        if t and self.index_topk:
-            raise bad("draft_tree", "a draft tree needs index_topk = 0: the indexer selects keys in order")
         if self.mtp_sync not in MTP_SYNC:
             raise bad("mtp_sync", f"expected one of {MTP_SYNC}, got {self.mtp_sync!r}")
         self.prefix_cache_bytes = parse_bytes(self.prefix_cache_bytes)
@@ -194,6 +190,18 @@ class EngineConfig:
                 "prefill_offload",
                 "offloading prefill to Apple's Neural Engine is not "
                 "available: this engine runs MLX on the CPU/GPU only and has no ANE path",
+            )
+
+    def check_together(self) -> None:
+        """Knobs valid one by one that do not go together (a declaration checks each knob
+        alone first, then the whole set)."""
+        if self.draft_tree and self.drafter != "block":
+            raise ValueError(
+                f"engine knob draft_tree: a draft tree needs drafter = 'block', got {self.drafter!r}"
+            )
+        if self.draft_tree and self.index_topk:
+            raise ValueError(
+                "engine knob draft_tree: a draft tree needs index_topk = 0 (the indexer picks keys in order)"
             )
 
     @property
