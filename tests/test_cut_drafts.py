@@ -65,12 +65,21 @@ def test_sampling_rows_and_uncut_rows_are_not_remembered():
 
 
 def test_adaptive_calibration_learns_from_rows_it_cut():
-    """Shipped deep, one row on its held-out prompts: the adaptive policy cuts rows by
-    their calibrated confidence, and the calibration counts drafts it cut (which never
-    reached verification) once the output settles them."""
+    """Shipped deep, one row: the adaptive policy cuts rows by their calibrated
+    confidence, and the calibration counts drafts it cut (which never reached
+    verification) once the output settles them. The width's decision is pinned (k 8 and
+    synthetic costs under which a draft must be likely to pay), so what is cut depends on
+    the drafter's confidences alone, not on this machine's timings."""
     eng = Engine.from_pretrained(
         "deep", max_batch_size=1, mtp=True, drafter="block", draft_policy="adaptive", draft_tokens=8
     )
+    policy = eng.policy
+
+    def pinned(width: int) -> int:
+        policy._cut_costs, policy.reason = {0: 1.0, 1: 1.6, 2: 1.8, 4: 2.2, 8: 3.0}, "k 8: pinned"
+        return 8
+
+    policy.decide = pinned
     counted = []
     add = eng.policy.calibration.add
     eng.policy.calibration.add = lambda conf, kept: (counted.append(len(conf)), add(conf, kept))
