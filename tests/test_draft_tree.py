@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runner.engine import Engine, EngineConfig
-from runner.engine.attention import RowGroup
 from runner.engine.drafting.row_lengths import ConfidenceCalibration
 from runner.engine.drafting.tree import (
     ancestors,
@@ -29,6 +28,7 @@ from runner.engine.drafting.tree import (
     second_choices,
     walk,
 )
+from runner.engine.layout import RowGroup
 
 
 def _chain_accepts(chain: list[int], greedy_along_chain: list[int]) -> int:

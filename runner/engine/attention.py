@@ -9,132 +9,15 @@ share one pass.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from typing import Optional
 
 import mlx.core as mx
 import mlx.nn as nn
 
+from .cache import LayerKV
 from .config import ModelArgs
-
-
-@dataclass(frozen=True)
-class RowGroup:
-    """Rows of similar length laid out (B, T) for attention: decode rows apart from
-    prefill chunks, so a one-token row never pays for a chunk-long padded query block.
-    The host sends block tables and row starts; the slots to read and the causal mask
-    are derived here, in the graph, once a pass."""
-
-    to_rows: Optional[mx.array]  # (B, T) int32 packed index of row b's t-th token (pads -> 0);
-    # None when the packed tokens are exactly these rows, row-major
-    table: mx.array  # (B, n_blocks) int32: each row's blocks (scratch past its end)
-    starts: mx.array  # (B,) int32: position of each row's first token in this pass
-    T: int  # tokens per row (padded)
-    block_size: int
-    fresh: bool = False  # every row starts at position 0: attend to the new keys directly
-    tree: Optional[mx.array] = None  # (B, T, T) bool: token t sees this pass's token j (a draft
-    # tree, drafting/tree.py: its ancestors and itself); None: the tokens before it
-
-    # Derived on first use, so only inside the traced forward: the host-side layout never
-    # builds these graph nodes, and every layer of a pass shares one copy.
-    @cached_property
-    def read_slots(self) -> mx.array:
-        """(B, S): the pool slot of each row's key position s."""
-        B, bs = self.table.shape[0], self.block_size
-        return (self.table[:, :, None] * bs + mx.arange(bs, dtype=mx.int32)).reshape(B, -1)
-
-    @cached_property
-    def mask(self) -> mx.array:
-        """(B, 1, T, S): key s visible to query t."""
-        S = self.table.shape[1] * self.block_size
-        if self.tree is not None:
-            rel = (mx.arange(S, dtype=mx.int32)[None, :] - self.starts[:, None])[:, None, :]  # (B, 1, S)
-            col = mx.broadcast_to(mx.clip(rel, 0, self.T - 1), (rel.shape[0], self.T, S))
-            mine = mx.take_along_axis(self.tree, col, axis=2)  # (B, T, S): this pass's keys
-            return ((rel < 0) | ((rel < self.T) & mine))[:, None]
-        pos = self.starts[:, None] + mx.arange(self.T, dtype=mx.int32)  # (B, T)
-        return (mx.arange(S, dtype=mx.int32)[None, None, :] <= pos[:, :, None])[:, None]
-
-    def rows(self, a: mx.array) -> mx.array:
-        """(N, ...) packed -> (B, T, ...)."""
-        B = self.table.shape[0]
-        return a.reshape(B, self.T, *a.shape[1:]) if self.to_rows is None else a[self.to_rows]
-
-
-@dataclass(frozen=True)
-class PassContext:
-    """Index arrays describing one batched pass; shared by every layer of the pass.
-
-    Tokens of a pass are packed: per-token work (projections, MoE, norms) runs on the N
-    real tokens only, never on padding. Attention alone works on rows, group by group;
-    `packed()` brings the groups' outputs back into packed order."""
-
-    positions: mx.array  # (N,) int32: position of each packed token (pads: 0)
-    write_slots: mx.array  # (N,) int32: pool slot of each packed token (pads -> scratch)
-    groups: tuple[RowGroup, ...]
-    from_rows: Optional[mx.array]  # (N,) int32: index into the groups' concatenated (B*T) rows;
-    # None when there is one group and no padding
-    rope: Optional[tuple] = None  # rope_table(positions): set by the forward, once a pass
-    _memo: dict = field(default_factory=dict, compare=False, repr=False)
-
-    def pool_rows(self, heads: int, slots: int) -> tuple[mx.array, list[mx.array]]:
-        """Rows of a flat head-major pool (heads * slots, D) that this pass writes,
-        (heads * N,), and that each group reads, (heads, B, S). Built once a pass: every
-        layer of a model shares the pool's shape."""
-        if (heads, slots) not in self._memo:
-            base = mx.arange(heads, dtype=mx.int32)[:, None] * slots
-            self._memo[heads, slots] = (
-                (base + self.write_slots).reshape(-1),
-                [base[:, :, None] + g.read_slots for g in self.groups],
-            )
-        return self._memo[heads, slots]
-
-    def packed(self, outs: list[mx.array]) -> mx.array:
-        """Per-group (B, T, ...) outputs -> (N, ...) packed."""
-        flat = [o.reshape(-1, *o.shape[2:]) for o in outs]
-        flat = flat[0] if len(flat) == 1 else mx.concatenate(flat)
-        return flat if self.from_rows is None else flat[self.from_rows]
-
-    def flatten(self) -> tuple[tuple, list[mx.array]]:
-        """(static structure, arrays): compiled functions take arrays and key on the rest."""
-        spec = (self.from_rows is not None,) + tuple(
-            (g.to_rows is not None, g.T, g.block_size, g.fresh, g.tree is not None) for g in self.groups
-        )
-        arrays = [self.positions, self.write_slots] + ([self.from_rows] if self.from_rows is not None else [])
-        for g in self.groups:
-            arrays += ([g.to_rows] if g.to_rows is not None else []) + [g.table, g.starts]
-            arrays += [g.tree] if g.tree is not None else []
-        return spec, arrays
-
-    @staticmethod
-    def unflatten(spec: tuple, arrays: list[mx.array]) -> tuple["PassContext", list[mx.array]]:
-        """Inverse of flatten(); returns the context and the arrays that follow it."""
-        it = iter(arrays)
-        positions, write = next(it), next(it)
-        from_rows = next(it) if spec[0] else None
-        groups = []
-        for has_rows, T, block_size, fresh, has_tree in spec[1:]:
-            to_rows = next(it) if has_rows else None
-            table, starts = next(it), next(it)
-            tree = next(it) if has_tree else None
-            groups.append(RowGroup(to_rows, table, starts, T, block_size, fresh, tree))
-        return PassContext(positions, write, tuple(groups), from_rows), list(it)
-
-
-@dataclass
-class LayerKV:
-    """One layer's pooled state: keys and values in one array, so a pass writes them with
-    one scatter and reads them with one gather; plus the indexer keys when indexing."""
-
-    kv: mx.array  # (2 * n_kv_heads * slots, head_dim): keys, then values, head-major
-    # (row = head * slots + slot), so a gather yields (heads, B, S, D),
-    # which the score and value matmuls read in place (a slot-major
-    # pool cost a copy of each per layer)
-    ik: Optional[mx.array] = None  # (slots, index_head_dim) indexer keys, when indexing
-
-    def arrays(self) -> list[mx.array]:
-        return [a for a in (self.kv, self.ik) if a is not None]
+from .layout import PassContext
 
 
 @dataclass(frozen=True)

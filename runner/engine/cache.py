@@ -9,12 +9,29 @@ reference counted so the prefix cache can share full prompt blocks between rows.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Optional
+
 import mlx.core as mx
 
-from .attention import LayerKV
 from .config import ModelArgs
 
 SCRATCH_BLOCK = 0
+
+
+@dataclass
+class LayerKV:
+    """One layer's pooled state: keys and values in one array, so a pass writes them with
+    one scatter and reads them with one gather; plus the indexer keys when indexing."""
+
+    kv: mx.array  # (2 * n_kv_heads * slots, head_dim): keys, then values, head-major
+    # (row = head * slots + slot), so a gather yields (heads, B, S, D),
+    # which the score and value matmuls read in place (a slot-major
+    # pool cost a copy of each per layer)
+    ik: Optional[mx.array] = None  # (slots, index_head_dim) indexer keys, when indexing
+
+    def arrays(self) -> list[mx.array]:
+        return [a for a in (self.kv, self.ik) if a is not None]
 
 
 class BlockPool:

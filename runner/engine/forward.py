@@ -23,10 +23,10 @@ from typing import Optional
 
 import mlx.core as mx
 
-from .attention import LayerKV, PassContext, rope_table
-from .cache import BlockPool
+from .attention import rope_table
+from .cache import BlockPool, LayerKV
 from .drafting.block_drafter import select_features
-from .layout import COMPILE_MAX_TOKENS
+from .layout import COMPILE_MAX_TOKENS, PassContext
 from .model import Capture, Model
 
 

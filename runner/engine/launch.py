@@ -24,14 +24,13 @@ from typing import Optional
 import mlx.core as mx
 import numpy as np
 
-from .attention import PassContext
 from .config import EngineConfig
 from .drafting.draft_policy import DraftPolicy
 from .drafting.drafter import Drafter
 from .drafting.mtp import MTPDrafter
 from .drafting.tree import chain_of
 from .forward import Forward
-from .layout import ahead_layout, build_layout, tree_layout
+from .layout import PassContext, ahead_layout, build_layout, tree_layout
 from .passes import Launched, MTPInputs
 from .scheduler import PassPlan, Scheduler
 

@@ -18,9 +18,11 @@ from typing import Optional
 import mlx.core as mx
 import mlx.nn as nn
 
-from .attention import Attention, LayerKV, PassContext
+from .attention import Attention
+from .cache import LayerKV
 from .config import ModelArgs
 from .indexer import Indexer, topk_select
+from .layout import PassContext
 from .moe import MLP, Fused, MoE
 
 
