@@ -9,6 +9,7 @@ pass in plain Python, else numpy), `ahead_layout` for a pass whose starts are st
 graph (Launcher.launch_ahead), `tree_layout` for one row verifying a draft tree. This file
 knows nothing about which rows run or why.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
