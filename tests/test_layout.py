@@ -54,3 +54,17 @@ def test_rows_are_padded_to_a_shared_shape_only_when_the_pass_compiles():
     assert [g.T for g in long.ctx.groups] == [137] and long.n_tokens > COMPILE_MAX_TOKENS
     uniform = build_layout([0] * 4, [100] * 4, blocks, 16)
     assert [g.T for g in uniform.ctx.groups] == [100] and uniform.ctx.from_rows is None
+
+
+def test_rows_verifying_drafts_group_apart_from_a_prefill_chunk():
+    """A row verifying 8 drafts padded to a 96-token chunk would compute attention for 96
+    query positions: decode rows, verifying rows and chunks each form their own group,
+    and every packed token comes back from its group to where it was."""
+    blocks = [list(range(1 + 20 * b, 21 + 20 * b)) for b in range(5)]
+    lens = [96, 9, 1, 9, 3]
+    lay = build_layout([0, 150, 160, 170, 180], lens, blocks, 16)
+    assert sorted(g.T for g in lay.ctx.groups) == [1, 9, 96]
+    n = sum(lens)
+    tokens = mx.arange(lay.n_tokens)
+    back = lay.ctx.packed([g.rows(tokens) for g in lay.ctx.groups])
+    assert back[:n].tolist() == list(range(n))

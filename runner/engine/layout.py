@@ -2,12 +2,12 @@
 where each packed token sits, which pool slot it writes, how attention lays rows out.
 
 Tokens are packed (no padding between rows) for all per-token work; attention lays rows
-out in groups (decode rows apart from prefill chunks), padded within a group. Pads write
-to the scratch block; their outputs are ignored. Lengths are bucketed so the compiled
-forward sees few shapes. Builders: `build_layout` from host-side starts (a uniform decode
-pass in plain Python, else numpy), `ahead_layout` for a pass whose starts are still in the
-graph (Launcher.launch_ahead), `tree_layout` for one row verifying a draft tree. This file
-knows nothing about which rows run or why.
+out in groups by length (decode rows, rows verifying drafts, prefill chunks), padded
+within a group. Pads write to the scratch block; their outputs are ignored. Lengths are
+bucketed so the compiled forward sees few shapes. Builders: `build_layout` from host-side
+starts (a uniform decode pass in plain Python, else numpy), `ahead_layout` for a pass
+whose starts are still in the graph (Launcher.launch_ahead), `tree_layout` for one row
+verifying a draft tree. This file knows nothing about which rows run or why.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from .drafting.tree import ancestors, depths
 from .sequence import Sequence
 
 COMPILE_MAX_TOKENS = 64  # passes with more packed tokens than this run uncompiled (forward.py)
-SHORT_ROW = 2  # rows feeding at most this many tokens (decode, verify) form their own group
+SHORT_ROW = 2  # rows feeding at most this many tokens (decode, one draft) form their own group
+VERIFY_ROW = 32  # longer rows up to this many (a row verifying its drafts) form the next
 
 
 @dataclass(frozen=True)
@@ -226,8 +227,11 @@ def _general_layout(
         tables[b, : len(bl)] = bl
     pos_all = np.repeat(start - first, lens) + np.arange(n_real, dtype=np.int32)  # packed positions
     row_all = np.repeat(np.arange(B, dtype=np.int32), lens)
-    short = lens <= SHORT_ROW
-    members = [m for m in (np.nonzero(short)[0], np.nonzero(~short)[0]) if len(m)]
+    # Rows are padded to their group's longest: a row verifying 8 drafts padded to a
+    # prefill chunk's length would make its attention a chunk's (a mixed pass then costs
+    # more than the prefill and the verify apart), so length classes group apart.
+    size = np.searchsorted(np.array([SHORT_ROW, VERIFY_ROW]), lens)
+    members = [m for m in (np.nonzero(size == c)[0] for c in range(3)) if len(m)]
     single_dense = (
         len(members) == 1
         and bool((lens == lens.max()).all())
