@@ -15,12 +15,14 @@ from mlx.utils import tree_flatten
 from runner.engine.checkpoint import CheckpointError, load_model, read_args
 from runner.engine.drafting.block_drafter import (
     DRAFTER_DIR,
+    EVAL_FILE,
     WEIGHTS_FILE,
     BlockDrafter,
     DrafterConfig,
     DrafterError,
     drafter_dir,
     load_checkpoint_drafter,
+    measured_acceptance,
     propose,
     save_block_drafter,
     spread_layers,
@@ -218,6 +220,34 @@ def test_saved_drafter_loads_beside_a_checkpoint_the_target_loader_still_reads(
     (ckpt / DRAFTER_DIR / WEIGHTS_FILE).write_bytes(b"not safetensors")
     with pytest.raises(DrafterError, match=f"checkpoint {ckpt}: .*{WEIGHTS_FILE}: cannot read"):
         load_checkpoint_drafter(ckpt, target.args)
+
+
+def test_adaptive_starts_from_the_drafters_evaluated_acceptance(tmp_path):
+    """The shipped drafter's eval.json is where an adaptive engine's acceptance estimate
+    starts; a checkpoint without one starts flat; a malformed one is one error naming the
+    file and the field."""
+    from runner.engine import Engine
+    from runner.engine.checkpoint import resolve_checkpoint
+    from runner.engine.drafting.acceptance import conditional
+
+    shipped = resolve_checkpoint("tiny")
+    shares = measured_acceptance(shipped)
+    assert len(shares) >= 4 and all(0 < x < 1 for x in shares)
+    knobs = dict(mtp=True, drafter="block", draft_policy="adaptive", draft_tokens=4, compile=False)
+    engine = Engine.from_pretrained(shipped, **knobs)
+    assert engine.policy.acceptance.prior == conditional(shares) and engine.policy.acceptance.prior
+    assert abs(engine.policy.acceptance.at(1) - shares[0]) < 1e-9
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(shipped, ckpt)
+    (ckpt / DRAFTER_DIR / EVAL_FILE).unlink()
+    assert measured_acceptance(ckpt) == ()
+    assert Engine.from_pretrained(ckpt, **knobs).policy.acceptance.at(1) == 0.5
+    (ckpt / DRAFTER_DIR / EVAL_FILE).write_text('{"acceptance_at": ["most"]}')
+    with pytest.raises(DrafterError, match=f"{EVAL_FILE}: 'acceptance_at' is not a list of shares"):
+        Engine.from_pretrained(ckpt, **knobs)
+    (ckpt / DRAFTER_DIR / EVAL_FILE).write_text('{"acceptance_at": [0.5, 1.5]}')
+    with pytest.raises(DrafterError, match="a share outside 0..1"):
+        measured_acceptance(ckpt)
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from collections import deque
 import numpy as np
 
 from runner.engine.config import EngineConfig
+from runner.engine.drafting.acceptance import PositionAcceptance, conditional
 from runner.engine.drafting.draft_cost import (
     CLIP,
     EXPLORE_SHARE,
@@ -21,7 +22,7 @@ from runner.engine.drafting.draft_cost import (
     SETTLED,
     WidthModel,
 )
-from runner.engine.drafting.draft_policy import Branch, DraftPolicy, PositionAcceptance, draft_lengths
+from runner.engine.drafting.draft_policy import Branch, DraftPolicy, draft_lengths
 
 
 def policy(name: str, k: int = 1) -> DraftPolicy:
@@ -56,6 +57,27 @@ def test_acceptance_by_position_from_histograms():
     for _ in range(200):
         a.add((10, 0, 0))  # then every first draft misses: the old counts are forgotten
     assert a.at(1) < 0.05 and a.expected_tokens(8) < 1.06
+
+
+# A block drafter's evaluated share of rows whose draft i landed (deep's eval.json, rounded).
+EVALUATED = (0.59, 0.39, 0.28, 0.18, 0.13, 0.09, 0.07, 0.06)
+
+
+def test_acceptance_given_the_draft_before_from_evaluated_shares():
+    assert conditional((0.6, 0.3, 0.15)) == (0.6, 0.5, 0.5)
+    assert conditional((0.6, 0.3, 0.0, 0.1)) == (0.6, 0.5)  # none past a position never landed
+    assert conditional(()) == ()
+
+
+def test_a_drafters_measured_acceptance_is_where_the_estimate_starts():
+    prior = conditional(EVALUATED)
+    a = PositionAcceptance(prior)
+    assert all(abs(a.at(i) - prior[i - 1]) < 1e-9 for i in range(1, 9))
+    assert abs(a.expected_tokens(8) - (1 + sum(EVALUATED))) < 1e-9 and a.at(9) == a.at(8)
+    for _ in range(200):
+        a.add((1, 9))  # k = 1: 9 of 10 first drafts land, far above the evaluation's 0.59
+    assert abs(a.at(1) - 0.9) < 0.02
+    assert a.at(2) > prior[1]  # never reached: the prior, scaled by how position 1 did against its own
 
 
 def feed(p: DraftPolicy, width: int, costs: dict[int, float], n: int = 20) -> None:
@@ -94,6 +116,19 @@ def test_a_width_model_compares_each_minority_pass_with_each_other_branch_around
         m.observe(2, 1500)
     assert m.ratios() == {(4, 0): 2.0, (2, 0): 1.5, (4, 2): 2000 / 1500}
     assert m.seen == {0: MIN_SIDE, 2: MIN_SIDE, 4: MIN_SIDE}
+
+
+def test_with_its_drafters_measured_acceptance_adaptive_drafts_where_a_flat_prior_would_not():
+    """Alone on deep a pass carrying 8 drafts costs about 2.8 plain ones. Before anything
+    is verified, a flat one-half prior expects at most 2 tokens from any k: no k pays, the
+    policy keeps to k = 0 and so never learns what its drafts would land. The drafter's own
+    evaluation expects 2.8 tokens from 8 and 2.5 from 4: drafting pays from the start."""
+    costs = {0: 1.0e6, 1: 1.65e6, 2: 1.8e6, 4: 2.06e6, 8: 2.82e6}
+    flat = policy("adaptive", 8)
+    informed = DraftPolicy("adaptive", None, 8, conditional(EVALUATED))
+    for p in (flat, informed):
+        feed(p, 1, costs)
+    assert flat.decide(1) == 0 and informed.decide(1) > 0
 
 
 def test_adaptive_climbs_to_the_k_that_pays_most_alone():

@@ -196,10 +196,11 @@ HASHED = ("config.json", "tokenizer.json", "tokenizer_config.json", "heldout.jso
 def checkpoint_sha256(directory: Path, extra: tuple[str, ...] = ()) -> str:
     """sha256 over what a run depends on (names and bytes, sorted): config, weights,
     tokenizer and held-out prompts, and the `extra` files (paths inside the directory; a
-    block-drafting run adds its drafter's, so a retrained drafter is a different model for
+    block-drafting run adds its drafter's, its evaluation included since the adaptive
+    policy starts from it, so a retrained or re-evaluated drafter is a different model for
     it, while runs that never load the drafter keep the checkpoint's hash; a missing extra
-    file is skipped). Model cards and training logs are not hashed, so re-evaluating or
-    re-documenting a checkpoint does not make it a different model."""
+    file is skipped). Model cards and training logs are not hashed, so re-documenting a
+    checkpoint does not make it a different model."""
     h = hashlib.sha256()
     files = [
         p for p in directory.iterdir() if p.is_file() and (p.name in HASHED or p.suffix == ".safetensors")

@@ -67,10 +67,11 @@ class Engine:
             config.max_batch_size, config.prefill_chunk, self.pool, self.prefix, config.max_pass_tokens
         )
         self.forward = Forward(model, self.pool, config.index_topk, config.compile, passes)
-        self.policy = DraftPolicy(config.draft_policy, config.draft_max_width, config.draft_tokens)
         self.drafter = make_drafter(
             config, self.forward, self.pool, self.scheduler.ensure_blocks, checkpoint_dir
         )
+        prior = getattr(self.drafter, "prior_acceptance", ())  # no drafter: none
+        self.policy = DraftPolicy(config.draft_policy, config.draft_max_width, config.draft_tokens, prior)
         self.launcher = Launcher(self.forward, self.scheduler, self.drafter, self.policy, config)
         self._next_id = 0
         self._pass_index = 0

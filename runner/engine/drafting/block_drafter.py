@@ -29,7 +29,10 @@ from ..moe import MLP
 DRAFTER_DIR = "block_drafter"
 WEIGHTS_FILE = "block_drafter.safetensors"
 CONFIG_FILE = "block_drafter.json"
-DRAFTER_FILES = (f"{DRAFTER_DIR}/{CONFIG_FILE}", f"{DRAFTER_DIR}/{WEIGHTS_FILE}")  # what a run loads
+EVAL_FILE = "eval.json"  # the drafter's evaluation (runner train): adaptive starts from its acceptance
+DRAFTER_FILES = tuple(
+    f"{DRAFTER_DIR}/{f}" for f in (CONFIG_FILE, WEIGHTS_FILE, EVAL_FILE)
+)  # what a run loads
 
 
 class DrafterError(CheckpointError):
@@ -229,6 +232,24 @@ def save_block_drafter(drafter: BlockDrafter, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / CONFIG_FILE).write_text(json.dumps(asdict(drafter.cfg), indent=2, sort_keys=True) + "\n")
     mx.save_safetensors(str(directory / WEIGHTS_FILE), dict(tree_flatten(drafter.parameters())))
+
+
+def measured_acceptance(checkpoint: Path) -> tuple[float, ...]:
+    """The share of rows whose draft i was accepted in the drafter's own evaluation
+    (eval.json's `acceptance_at`, i = 1..k); () when the checkpoint has no evaluation. A
+    malformed one is a DrafterError naming the file and the field."""
+    f = drafter_dir(checkpoint) / EVAL_FILE
+    if not f.is_file():
+        return ()
+    try:
+        shares = tuple(float(x) for x in json.loads(f.read_text()).get("acceptance_at", []))
+    except (json.JSONDecodeError, AttributeError, TypeError, ValueError) as e:
+        raise DrafterError(
+            f"checkpoint {checkpoint}: {f}: 'acceptance_at' is not a list of shares ({e})"
+        ) from None
+    if not all(0.0 <= x <= 1.0 for x in shares):
+        raise DrafterError(f"checkpoint {checkpoint}: {f}: 'acceptance_at' holds a share outside 0..1")
+    return shares
 
 
 def load_checkpoint_drafter(checkpoint: Path, target_args=None) -> BlockDrafter:

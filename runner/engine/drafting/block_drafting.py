@@ -29,7 +29,8 @@ import numpy as np
 from ..model import Model
 from ..sampler import probs, sample
 from ..sequence import Sequence
-from .block_drafter import Proposal, load_checkpoint_drafter, propose
+from .acceptance import conditional
+from .block_drafter import Proposal, load_checkpoint_drafter, measured_acceptance, propose
 from .drafter import TargetOutputs
 from .drafter_context import CONTEXT_BUCKET, ContextCache
 from .tree import TREE_DEPTH, second_choices
@@ -52,6 +53,7 @@ class BlockDrafting:
         """tree: the most branch leaves a lone row's drafts may grow (tree.py; 0: chains)."""
         self.target, self.tree = target, tree
         self.drafter = load_checkpoint_drafter(checkpoint_dir, target.args)
+        self.prior_acceptance = conditional(measured_acceptance(checkpoint_dir))
         self.cache = ContextCache(self.drafter)
         self._compile = compile
         self._proposers: dict[int, object] = {}  # k -> the drafter pass, compiled per k

@@ -10,10 +10,11 @@ committed tokens per unit of time, from its own measurements.
   by side. A width with no comparisons yet borrows the nearest wider width's (drafting
   pays less as rows are added) and explores only on the refresh schedule: a batch's tail
   lasts a few passes. With none anywhere it measures k = 1 and then 0.
-- Tokens: acceptance by position (`PositionAcceptance`), from every drafting pass's
-  histogram of accepted lengths; a row's expected commit for k drafts is
-  1 + sum_j a_1 ... a_j. One estimate serves every width and k (the chained MTP's draft i
-  does not depend on k; for a block drafter that is an approximation).
+- Tokens: acceptance by position (acceptance.py: from the drafter's measured acceptance,
+  where it brings one, and every drafting pass's histogram of accepted lengths); a row's
+  expected commit for k drafts is 1 + sum_j a_1 ... a_j. One estimate serves every width
+  and k (the chained MTP's draft i does not depend on k; for a block drafter that is an
+  approximation).
 - A veto (realized.py): a draft length whose passes at a width realized fewer tokens per
   unit of time than the width's passes without drafts is not kept there (the length that
   realized most above them is, else none); and once passes of a width run, no length is
@@ -36,16 +37,12 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
+from .acceptance import PositionAcceptance
 from .cut_drafts import remember, settle
 from .draft_cost import WidthModel
 from .realized import RealizedRates
 from .row_lengths import ConfidenceCalibration, choose_lengths
 from .tree import grow, plan_leaves
-
-DRAFT_MEMORY = 0.98  # each new draft at a position keeps this share of the earlier ones' weight
-PRIOR_DRAFTS = 2  # a position starts as if this many drafts had been accepted at the rate of
-# the position before it (the first: one half)
-MAX_POSITIONS = 16
 
 
 class Branch(NamedTuple):
@@ -61,51 +58,18 @@ def draft_lengths(draft_tokens: int) -> tuple[int, ...]:
     return tuple(sorted({0, draft_tokens, *(2**j for j in range(5) if 2**j < draft_tokens)}))
 
 
-class PositionAcceptance:
-    """Decayed counts, per draft position i (1-based), of drafts that were reached (every
-    draft before them accepted) and of those accepted."""
-
-    def __init__(self) -> None:
-        self.reached = [0.0] * (MAX_POSITIONS + 1)
-        self.hit = [0.0] * (MAX_POSITIONS + 1)
-
-    def add(self, accepted_lengths: tuple[int, ...]) -> None:
-        """One pass's histogram: [m] drafting rows that kept m drafts, m = 0..k. Rows are
-        taken to have carried k drafts each (drafters draft every row alike; a cut row by
-        row_lengths.py carries k or none, or is the pass's only row)."""
-        for i in range(1, min(len(accepted_lengths), MAX_POSITIONS + 1)):  # a tree's leaves: past 16
-            n, ok = sum(accepted_lengths[i - 1 :]), sum(accepted_lengths[i:])
-            if n:
-                keep = DRAFT_MEMORY**n
-                self.reached[i] = keep * self.reached[i] + n
-                self.hit[i] = keep * self.hit[i] + ok
-
-    def at(self, i: int) -> float:
-        """Acceptance at position i given every earlier draft accepted; a position seldom
-        reached leans on the one before it."""
-        rate = 0.5
-        for j in range(1, i + 1):
-            rate = (self.hit[j] + PRIOR_DRAFTS * rate) / (self.reached[j] + PRIOR_DRAFTS)
-        return rate
-
-    def expected_tokens(self, k: int) -> float:
-        """Tokens a row commits from a pass carrying k drafts: the target's own one plus the
-        accepted drafts."""
-        total = reach = 1.0
-        for i in range(1, k + 1):
-            reach *= self.at(i)
-            total += reach
-        return total
-
-
 class DraftPolicy:
-    def __init__(self, policy: str, max_width: Optional[int], draft_tokens: int = 1):
+    def __init__(
+        self, policy: str, max_width: Optional[int], draft_tokens: int = 1, prior: tuple[float, ...] = ()
+    ):
+        """prior: the drafter's measured acceptance at each position given the one before
+        (acceptance.py), where it brings one."""
         self.adaptive = policy == "adaptive"
         self.max_width = max_width  # None: no fixed limit
         self.draft_tokens = draft_tokens
         self.lengths = draft_lengths(draft_tokens)
         self.widths: dict[int, WidthModel] = {}
-        self.acceptance = PositionAcceptance()
+        self.acceptance = PositionAcceptance(prior)
         self.calibration = ConfidenceCalibration()
         self.realized = RealizedRates()
         self._last: Optional[Branch] = None  # the last committed pass's branch

@@ -33,6 +33,8 @@ class TargetOutputs(NamedTuple):
 
 class Drafter(Protocol):
     eager: bool  # keeps its state current every pass, drafting or not
+    prior_acceptance: tuple[float, ...]  # measured acceptance of draft i given i - 1 accepted
+    # (the adaptive policy's starting estimate; empty: none measured)
 
     def draft(self, rows: list[Sequence], target: TargetOutputs, k: int) -> None:
         """Absorb the pass's verified positions, then propose up to k drafts a live

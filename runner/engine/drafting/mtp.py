@@ -28,6 +28,8 @@ from .drafter import TargetOutputs
 
 
 class MTPDrafter:
+    prior_acceptance = ()  # nothing measured: the policy starts from its own prior
+
     def __init__(
         self, forward: Forward, pool: BlockPool, sync: str, ensure_blocks: Callable[[Sequence, int], None]
     ):
