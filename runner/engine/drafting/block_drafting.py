@@ -54,7 +54,7 @@ class BlockDrafting:
         self.target, self.tree = target, tree
         self.drafter = load_checkpoint_drafter(checkpoint_dir, target.args)
         self.prior_acceptance = conditional(measured_acceptance(checkpoint_dir))
-        self.cache = ContextCache(self.drafter)
+        self.cache = ContextCache(self.drafter, compile)
         self._compile = compile
         self._proposers: dict[int, object] = {}  # k -> the drafter pass, compiled per k
         self._backlog: dict[int, Backlog] = {}  # row -> verified features not yet in its context
@@ -73,7 +73,7 @@ class BlockDrafting:
     def warm(self, max_rows: int, max_context: int, ks: tuple[int, ...]) -> int:
         if not self._compile:
             return 0
-        cfg, traced = self.drafter.cfg, 0
+        cfg, traced = self.drafter.cfg, self.cache.warm()
         for S in range(CONTEXT_BUCKET, max(max_context, 1) + CONTEXT_BUCKET, CONTEXT_BUCKET):
             for R in range(1, max_rows + 1):
                 zero = mx.zeros((R, cfg.num_kv_heads, S, cfg.head_dim))
@@ -102,7 +102,7 @@ class BlockDrafting:
             self.cache.append(rid, fresh)
         ctx, lens, ends = self.cache.gather(ids)
         out = Proposal(*self._proposer(k)(ctx, lens, mx.zeros((rows,), mx.int32), ends))
-        self.cache.settle(ids)
+        self.cache.settle(ids, out.tokens, out.confidence)
         out.tokens.tolist(), out.confidence.tolist()
         spent = time.perf_counter_ns() - t0
         for rid in ids:
@@ -159,7 +159,7 @@ class BlockDrafting:
         ctx, lens, ends = self.cache.gather(ids)
         anchors = mx.array([s.tokens[-1] for s in seqs], mx.int32)
         out = Proposal(*self._proposer(k)(ctx, lens, anchors, ends))
-        self.cache.settle(ids)
+        self.cache.settle(ids, out.tokens, out.confidence)  # one evaluation: contexts and drafts
         if all(s.temperature == 0.0 for s in seqs):
             for s, drafts, conf in zip(seqs, out.tokens.tolist(), out.confidence.tolist()):
                 s.drafts, s.draft_conf = drafts, conf

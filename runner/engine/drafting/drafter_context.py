@@ -6,8 +6,12 @@ verified positions, kept between passes.
   It never holds a rejected position: the engine appends what verification kept and
   trims on rollback.
 - Appends stay lazy until `settle` (one evaluation a pass for every row, rather than one
-  per row); `gather` pads rows to a multiple of CONTEXT_BUCKET positions, so the
-  drafter's attention sees few distinct shapes.
+  per row, and with the drafter pass's own outputs); `gather` pads rows to a multiple of
+  CONTEXT_BUCKET positions, so the drafter's attention sees few distinct shapes.
+- With `compile`, the projection of a decode pass's few new positions (up to
+  COMPILED_APPEND) is one compiled graph a length: on MLX's CPU backend an eager one
+  costs more in dispatching its small operations than in computing them. A prompt's
+  positions, of any length, project eagerly (a graph a length would be traced each time).
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ import mlx.core as mx
 from .block_drafter import BlockDrafter, LayerContext
 
 CONTEXT_BUCKET = 64
+COMPILED_APPEND = 32  # the most new positions an append projects through a compiled graph
 
 
 class ContextCache:
-    def __init__(self, drafter: BlockDrafter):
+    def __init__(self, drafter: BlockDrafter, compile: bool = False):
         self.drafter = drafter
         self._rows: dict[int, LayerContext] = {}
         self._base: dict[int, int] = {}
+        self._project = mx.compile(drafter.context) if compile else drafter.context
 
     def length(self, row: int) -> int:
         """Positions cached for the row."""
@@ -45,7 +51,8 @@ class ContextCache:
         if row not in self._base:
             self._base[row] = first_position or 0
         pos = (self.end(row) + mx.arange(features.shape[0], dtype=mx.int32))[None]
-        new = [(k[0], v[0]) for k, v in self.drafter.context(features[None], pos)]
+        project = self._project if features.shape[0] <= COMPILED_APPEND else self.drafter.context
+        new = [(k[0], v[0]) for k, v in project(features[None], pos)]
         old = self._rows.get(row)
         self._rows[row] = (
             new
@@ -56,9 +63,20 @@ class ContextCache:
             ]
         )
 
-    def settle(self, rows: list[int] | None = None) -> None:
-        """Evaluate the rows' pending appends (all rows when None)."""
-        mx.eval([self._rows[r] for r in (self._rows if rows is None else rows) if r in self._rows])
+    def warm(self) -> int:
+        """Trace the compiled projection at every length it takes (a backlog of passes
+        without drafts can reach any of them); returns how many."""
+        if self._project is self.drafter.context:
+            return 0
+        width = len(self.drafter.cfg.target_layers) * self.drafter.cfg.hidden_size
+        for n in range(1, COMPILED_APPEND + 1):
+            mx.eval(self._project(mx.zeros((1, n, width)), mx.arange(n, dtype=mx.int32)[None]))
+        return COMPILED_APPEND
+
+    def settle(self, rows: list[int] | None = None, *also: mx.array) -> None:
+        """Evaluate the rows' pending appends (all rows when None), with `also` in the same
+        evaluation."""
+        mx.eval([self._rows[r] for r in (self._rows if rows is None else rows) if r in self._rows], *also)
 
     def trim(self, row: int, end: int) -> None:
         """Keep positions before absolute position `end` (rollback)."""
