@@ -54,6 +54,11 @@ class DrafterConfig:
     context_window: int = 0  # the most context positions a block reads (0: all): the
     # longest context it was trained on, so a long row's context stays in its range
 
+    @property
+    def feature_width(self) -> int:
+        """Width of a position's context features: the target states read, concatenated."""
+        return len(self.target_layers) * self.hidden_size
+
     @staticmethod
     def from_dict(d: dict, source: str) -> "DrafterConfig":
         known = {f.name for f in fields(DrafterConfig)}
@@ -150,7 +155,7 @@ class BlockDrafter(nn.Module):
     def __init__(self, cfg: DrafterConfig):
         super().__init__()
         self.cfg = cfg
-        self.fc = nn.Linear(len(cfg.target_layers) * cfg.hidden_size, cfg.hidden_size, bias=False)
+        self.fc = nn.Linear(cfg.feature_width, cfg.hidden_size, bias=False)
         self.hidden_norm = nn.RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
         self.mask_embedding = mx.random.normal((cfg.hidden_size,)) * 0.02
         self.layers = [DrafterLayer(cfg) for _ in range(cfg.num_layers)]

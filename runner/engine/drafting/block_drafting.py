@@ -89,7 +89,7 @@ class BlockDrafting:
         context caches, the gather, the drafter pass, the host read), in ns; for
         calibrate.py. Uses rows of its own (negative ids), trimmed back after."""
         ids = [-(r + 1) for r in range(rows)]
-        width = len(self.drafter.cfg.target_layers) * self.drafter.cfg.hidden_size
+        width = self.drafter.cfg.feature_width
         for rid in ids:
             if self.cache.length(rid) != context:
                 self.cache.drop(rid)

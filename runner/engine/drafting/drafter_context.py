@@ -31,6 +31,7 @@ class ContextCache:
         self.drafter = drafter
         self._rows: dict[int, LayerContext] = {}
         self._base: dict[int, int] = {}
+        self._compiled = compile
         self._project = mx.compile(drafter.context) if compile else drafter.context
 
     def length(self, row: int) -> int:
@@ -66,9 +67,9 @@ class ContextCache:
     def warm(self) -> int:
         """Trace the compiled projection at every length it takes (a backlog of passes
         without drafts can reach any of them); returns how many."""
-        if self._project is self.drafter.context:
+        if not self._compiled:
             return 0
-        width = len(self.drafter.cfg.target_layers) * self.drafter.cfg.hidden_size
+        width = self.drafter.cfg.feature_width
         for n in range(1, COMPILED_APPEND + 1):
             mx.eval(self._project(mx.zeros((1, n, width)), mx.arange(n, dtype=mx.int32)[None]))
         return COMPILED_APPEND
