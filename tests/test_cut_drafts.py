@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from runner.engine import Engine
+from runner.engine.drafting.acceptance import conditional
 from runner.engine.drafting.cut_drafts import remember, settle
+from runner.engine.drafting.draft_policy import DraftPolicy
 from runner.engine.sequence import Sequence
 
 
@@ -93,3 +95,28 @@ def test_adaptive_calibration_learns_from_rows_it_cut():
     plain = Engine.from_pretrained("deep", max_batch_size=1).generate(prompts, max_new_tokens=48)
     assert eng.generate(prompts, max_new_tokens=48) == plain
     assert sum(counted) > sum(verified)  # confidences counted beyond the verified drafts'
+
+
+def test_a_lone_row_is_never_cut_to_nothing_while_the_drafter_keeps_running():
+    """Alone on deep drafting at all costs about one plain pass more (the drafter's own
+    pass), each further draft little. A cut comes after the drafter ran, and the cut
+    pass's step drafts again: carrying no drafts saves their verification only. Priced as
+    a pass without drafting, unlikely drafts were cut to nothing and the pass committed
+    one token at nearly a drafting pass's cost; priced as drafting, the row keeps the
+    prefix that pays, at least one draft."""
+    policy = DraftPolicy("adaptive", None, 8, conditional((0.59, 0.39, 0.28, 0.18, 0.13, 0.09, 0.07, 0.06)))
+    costs = {0: 1.0e6, 1: 2.0e6, 2: 2.1e6, 4: 2.2e6, 8: 2.5e6}
+    for _ in range(20):
+        for k, ns in costs.items():
+            policy.width(1).observe(k, int(ns))
+    k = policy.decide(1)
+    assert k > 0 and policy._cut_costs[0] == min(c for m, c in policy._cut_costs.items() if m)
+    seq = _row([])
+    seq.drafts, seq.draft_probs, seq.draft_conf = list(range(7, 7 + k)), [None] * k, [0.02] * k
+    why = policy.trim([seq])
+    assert 1 <= len(seq.drafts) < k, why  # unlikely drafts beyond the first are cut, not the first
+    sure = _row([])
+    sure.drafts, sure.draft_probs, sure.draft_conf = list(range(7, 7 + k)), [None] * k, [0.99] * k
+    policy.decide(1)
+    policy.trim([sure])
+    assert len(sure.drafts) == k

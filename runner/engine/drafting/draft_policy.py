@@ -122,7 +122,7 @@ class DraftPolicy:
             self.reason = f"k {k}: measuring its cost beside k {model.kept}"
         else:
             if model.trying is None:  # no window measuring another length: rows may be cut
-                self._cut_costs = costs
+                self._cut_costs = while_drafting(costs)
             shown = " ".join(f"{m}:{v:.2f}" for m, v in sorted(values.items()))
             lent = " (costs borrowed from a wider width)" if borrowed else ""
             self.reason = f"k {k}: tokens per unit of time by k {shown}{lent}"
@@ -238,6 +238,16 @@ class DraftPolicy:
         self.width(branch.width).spend(duration_ns)
         if steady and pure and drafts_next == branch.drafts:
             self.width(branch.width).observe(branch.drafts, duration_ns)
+
+
+def while_drafting(costs: dict[int, float]) -> dict[int, float]:
+    """The costs a cut weighs: by then the drafter has run, and it runs again in the cut
+    pass's own step while the policy keeps drafting, so a row carrying no drafts saves
+    only their verification, not the drafter's pass. Carrying none is priced as the
+    cheapest drafting length (a pass without drafting would price it as if the drafter's
+    fixed cost went away, and rows were cut to nothing to run slow passes of one token)."""
+    drafting = [c for m, c in costs.items() if m]
+    return {**costs, 0: min(drafting)} if drafting else costs
 
 
 def relative_costs(ratios: dict[tuple[int, int], float], ref: int) -> dict[int, float]:
