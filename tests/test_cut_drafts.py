@@ -28,7 +28,7 @@ def test_a_row_cut_to_nothing_learns_its_whole_proposal_once_the_output_decides_
     assert settle(seq) == []  # both matched so far: the third decides
     seq.tokens += [4]
     (out,) = settle(seq)
-    assert out.confidences == [0.2, 0.3, 0.4] and out.landed == 2 and out.whole
+    assert out.confidences == [0.2, 0.3, 0.4] and out.landed == 2 and out.after == 0
     assert not seq.cut_proposals  # told once
 
 
@@ -51,7 +51,7 @@ def test_a_cut_tail_counts_only_when_every_kept_draft_landed():
     remember(seq, [7, 8, 9], [0.2, 0.3, 0.4], 1)  # the row carried 7, verification counts it
     seq.tokens += [7, 8, 3]
     (out,) = settle(seq)
-    assert out.confidences == [0.3, 0.4] and out.landed == 1 and not out.whole
+    assert out.confidences == [0.3, 0.4] and out.landed == 1 and out.after == 1
     seq = _row([])
     remember(seq, [7, 8, 9], [0.2, 0.3, 0.4], 1)
     seq.tokens += [6, 8, 9]  # the kept draft missed: the tail was never reached
@@ -120,3 +120,20 @@ def test_a_lone_row_is_never_cut_to_nothing_while_the_drafter_keeps_running():
     policy.decide(1)
     policy.trim([sure])
     assert len(sure.drafts) == k
+
+
+def test_drafts_cut_short_count_toward_acceptance_past_the_cut():
+    """Rows confident enough to carry two drafts land both; the drafts past the cut of
+    rows cut to two miss. Acceptance at position 3 must come from those tails, else it
+    leans on position 2's (selected, confident) rate and expects drafts that do not land."""
+    policy = DraftPolicy("adaptive", None, 8)
+    for _ in range(100):
+        policy.acceptance.add((0, 0, 1))  # a row carried 2 and kept both
+    assert policy.acceptance.at(3) > 0.9  # nothing reached position 3 yet
+    for _ in range(50):
+        seq = _row([])
+        remember(seq, [7, 8, 9, 10], [0.9, 0.9, 0.3, 0.3], 2)  # cut to the first two
+        seq.tokens += [7, 8, 3]  # both kept drafts landed, the third draft missed
+        policy.trim([seq])
+        assert not seq.cut_proposals
+    assert policy.acceptance.at(3) < 0.1 and policy.acceptance.at(2) > 0.9

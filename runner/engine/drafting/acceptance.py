@@ -53,6 +53,15 @@ class PositionAcceptance:
                 self.reached[i] = keep * self.reached[i] + n
                 self.hit[i] = keep * self.hit[i] + ok
 
+    def add_tail(self, after: int, landed: int, length: int) -> None:
+        """A row's cut drafts at positions after + 1 .. after + length, settled by its output
+        once its `after` kept drafts all landed: the first `landed` of them landed, the one
+        after them (if any) did not. Without these, positions past a cut are estimated from
+        the rows confident enough to carry them, which land more than rows in general."""
+        for i in range(after + 1, min(after + min(landed + 1, length), MAX_POSITIONS) + 1):
+            self.reached[i] = DRAFT_MEMORY * self.reached[i] + 1
+            self.hit[i] = DRAFT_MEMORY * self.hit[i] + (i <= after + landed)
+
     def at(self, i: int) -> float:
         """Acceptance at position i given every earlier draft accepted."""
         rate = prior_before = NO_PRIOR

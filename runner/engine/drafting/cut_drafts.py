@@ -10,8 +10,9 @@ verifying its cut drafts would have kept.
 - What: a cut remembers the row's whole proposal (its position, drafts, confidences, and
   how many it kept). Once the committed tokens decide it (a mismatch, the last draft's
   position reached, or the row finished), the drafts past the kept ones count as verified
-  ones would: toward the confidence calibration, and (a row cut to nothing) toward
-  acceptance by position. A cut tail counts only when every kept draft landed: else
+  ones would: toward the confidence calibration, and toward acceptance by position (a
+  row cut to nothing as a whole proposal, a row cut short at the positions past its kept
+  drafts). A cut tail counts only when every kept draft landed: else
   verification already counted the miss, and the tail was never reached.
 """
 
@@ -32,7 +33,7 @@ class CutProposal(NamedTuple):
 class Outcome(NamedTuple):
     confidences: list[float]  # the cut drafts' confidences, as far as the output decides them
     landed: int  # how many of them, in order, the target's output matches
-    whole: bool  # the row was cut to nothing: the outcome is that of its whole proposal
+    after: int  # drafts the row kept (0: cut to nothing, the outcome is its whole proposal's)
 
 
 def remember(seq: Sequence, drafts: list[int], confidences: list[float], kept: int) -> None:
@@ -54,6 +55,6 @@ def settle(seq: Sequence) -> list[Outcome]:
             pending.append(p)  # every token so far matched: the next ones decide
             continue
         if landed >= p.kept:  # every kept draft landed: the tail was reached
-            out.append(Outcome(p.confidences[p.kept : len(known)], landed - p.kept, p.kept == 0))
+            out.append(Outcome(p.confidences[p.kept : len(known)], landed - p.kept, p.kept))
     seq.cut_proposals = pending
     return out
