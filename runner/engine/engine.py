@@ -70,7 +70,7 @@ class Engine:
         self.drafter = make_drafter(
             config, self.forward, self.pool, self.scheduler.ensure_blocks, checkpoint_dir
         )
-        prior = getattr(self.drafter, "prior_acceptance", ())  # no drafter: none
+        prior = self.drafter.prior_acceptance if self.drafter is not None else ()
         self.policy = DraftPolicy(config.draft_policy, config.draft_max_width, config.draft_tokens, prior)
         self.launcher = Launcher(self.forward, self.scheduler, self.drafter, self.policy, config)
         self._next_id = 0

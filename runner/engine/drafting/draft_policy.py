@@ -158,8 +158,7 @@ class DraftPolicy:
         for seq in rows:
             for o in settle(seq) if seq.cut_proposals else ():
                 self.calibration.add(o.confidences, o.landed)
-                if o.confidences:
-                    self.acceptance.add_tail(o.after, o.landed, len(o.confidences))
+                self.acceptance.add_tail(o.after, o.landed, len(o.confidences))
 
     def _cut(self, rows: list) -> str:
         if self._cut_costs is None:  # fixed, measuring, or no costs yet: nothing to cut by
