@@ -222,7 +222,7 @@ def test_a_width_model_keeps_its_branch_within_the_margin():
 def test_a_width_model_re_measures_a_neighbour_every_refresh():
     m = WidthModel()
     lengths = (0, 1, 2, 4)
-    values = {0: 0.5, 1: 0.8, 2: 1.0, 4: 0.9}
+    values = {0: 0.5, 1: 0.9, 2: 1.0, 4: 0.9}  # both neighbours within CLIMB of the best
     taken = [m.choose(values, lengths, climb=False) for _ in range(2 * (REFRESH_EVERY + REFRESH_LEN))]
     windows = [(i, k) for i, k in enumerate(taken, 1) if k != 2]
     first = list(range(REFRESH_EVERY, REFRESH_EVERY + REFRESH_LEN))
@@ -231,6 +231,20 @@ def test_a_width_model_re_measures_a_neighbour_every_refresh():
     assert {k for i, k in windows if i in first} == {1}  # the shorter neighbour first
     assert {k for i, k in windows if i in second} == {4}
     assert m.kept == 2 and m.trying is None
+
+
+def test_a_neighbour_priced_far_below_the_best_is_not_re_measured():
+    # As adaptive priced width 4 on unseen code (runner passes' reasons): one draft at 0.8 of
+    # passes without drafts, the longer ones closer but none paying. A window of k = 1 would
+    # cost six slow passes and set the rows' lengths apart for nothing.
+    m = WidthModel()
+    lengths = (0, 1, 2, 4, 8)
+    values = {0: 1.0, 1: 0.8, 2: 0.92, 4: 0.95, 8: 0.8}
+    taken = [m.choose(values, lengths, climb=True) for _ in range(3 * (REFRESH_EVERY + REFRESH_LEN))]
+    assert set(taken) == {0} and m.trying is None
+    values[1] = 0.9  # priced within CLIMB of the best: measured again, at once (never compared)
+    taken = [m.choose(values, lengths, climb=True) for _ in range(REFRESH_LEN)]
+    assert taken == [1] * REFRESH_LEN
 
 
 def test_a_neighbour_compared_a_few_times_only_is_re_measured_between_kept_passes():

@@ -11,7 +11,11 @@ draft length not taken.
   that edge is within CLIMB of the best (the climb: drafting pays over a range of k, so a
   worse edge ends it), a neighbour of the branch kept compared with it fewer than SETTLED
   times (a few passes on a shared machine can be a neighbour's burst), and every
-  REFRESH_EVERY decisions a neighbour of the branch kept.
+  REFRESH_EVERY decisions a neighbour of the branch kept. A neighbour whose known cost
+  prices it below CLIMB of the best is not re-measured: its window would cost passes for a
+  length that noise alone would not make pay, and at a width above one any drafting pass
+  sets the rows' lengths apart, so rows that started in step stop finishing together
+  (a new prompt's prefill then stalls the others).
 - Exploring is priced: a window's passes cost what they took beyond as many passes of the
   branch kept (a lazy MTP catching up is part of it; each pass's excess is clipped at
   CLIP times the kept pass, since one that long is a burst or a first-time trace, not
@@ -115,10 +119,14 @@ class WidthModel:
 
     def _to_explore(self, values: dict[int, float], lengths: tuple[int, ...], climb: bool) -> Optional[int]:
         top = max(values.values())
+
+        def may_pay(k: int) -> bool:  # a length priced far below the best is not re-measured
+            return values.get(k, top) >= CLIMB * top
+
         if climb:
             for k in neighbours(lengths, self.kept):
                 pair = (max(k, self.kept), min(k, self.kept))
-                if k in values and len(self.comparisons.get(pair, ())) < SETTLED:
+                if k in values and len(self.comparisons.get(pair, ())) < SETTLED and may_pay(k):
                     return k
             for edge, step in ((max(values), 1), (min(values), -1)):
                 i = lengths.index(edge) + step
@@ -126,7 +134,10 @@ class WidthModel:
                     return lengths[i]
         if self.decisions < self.refresh_at:
             return None
-        near = neighbours(lengths, self.kept)
+        near = [k for k in neighbours(lengths, self.kept) if may_pay(k)]
+        if not near:
+            self.refresh_at = self.decisions + REFRESH_EVERY
+            return None
         return near[self.turns % len(near)]
 
     def _price(self) -> None:
