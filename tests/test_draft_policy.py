@@ -233,18 +233,22 @@ def test_a_width_model_re_measures_a_neighbour_every_refresh():
     assert m.kept == 2 and m.trying is None
 
 
-def test_a_neighbour_priced_far_below_the_best_is_not_re_measured():
+def test_batched_a_neighbour_priced_far_below_the_best_is_not_re_measured():
     # As adaptive priced width 4 on unseen code (runner passes' reasons): one draft at 0.8 of
     # passes without drafts, the longer ones closer but none paying. A window of k = 1 would
     # cost six slow passes and set the rows' lengths apart for nothing.
     m = WidthModel()
     lengths = (0, 1, 2, 4, 8)
     values = {0: 1.0, 1: 0.8, 2: 0.92, 4: 0.95, 8: 0.8}
-    taken = [m.choose(values, lengths, climb=True) for _ in range(3 * (REFRESH_EVERY + REFRESH_LEN))]
+    taken = [m.choose(values, lengths, True, batched=True) for _ in range(3 * (REFRESH_EVERY + REFRESH_LEN))]
     assert set(taken) == {0} and m.trying is None
     values[1] = 0.9  # priced within CLIMB of the best: measured again, at once (never compared)
-    taken = [m.choose(values, lengths, climb=True) for _ in range(REFRESH_LEN)]
+    taken = [m.choose(values, lengths, True, batched=True) for _ in range(REFRESH_LEN)]
     assert taken == [1] * REFRESH_LEN
+    # A lone row's neighbour is measured however it is priced (the warm-up's costs can be far off).
+    alone = WidthModel()
+    values[1] = 0.8
+    assert [alone.choose(values, lengths, True) for _ in range(REFRESH_LEN)] == [1] * REFRESH_LEN
 
 
 def test_a_neighbour_compared_a_few_times_only_is_re_measured_between_kept_passes():

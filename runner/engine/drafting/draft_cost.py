@@ -11,11 +11,14 @@ draft length not taken.
   that edge is within CLIMB of the best (the climb: drafting pays over a range of k, so a
   worse edge ends it), a neighbour of the branch kept compared with it fewer than SETTLED
   times (a few passes on a shared machine can be a neighbour's burst), and every
-  REFRESH_EVERY decisions a neighbour of the branch kept. A neighbour whose known cost
-  prices it below CLIMB of the best is not re-measured: its window would cost passes for a
-  length that noise alone would not make pay, and at a width above one any drafting pass
-  sets the rows' lengths apart, so rows that started in step stop finishing together
-  (a new prompt's prefill then stalls the others).
+  REFRESH_EVERY decisions a neighbour of the branch kept. At a width above one, a
+  neighbour whose known cost prices it below CLIMB of the best is not re-measured: any
+  drafting pass there sets the rows' lengths apart, so rows that started in step stop
+  finishing together (a new prompt's prefill then stalls the others), a price no pass's
+  duration shows. A lone row is re-measured all the same: the warm-up's costs time passes
+  one at a time, while the engine overlaps a pass without drafts with building the next,
+  so where the host's work is much of a pass they price drafting far too high, and only
+  passes side by side correct them.
 - Exploring is priced: a window's passes cost what they took beyond as many passes of the
   branch kept (a lazy MTP catching up is part of it; each pass's excess is clipped at
   CLIP times the kept pass, since one that long is a burst or a first-time trace, not
@@ -96,10 +99,13 @@ class WidthModel:
         """No costs to go by yet: measure `start`, then the length next to it."""
         return start if self.seen[start] < MIN_SIDE else neighbours(lengths, start)[0]
 
-    def choose(self, values: dict[int, float], lengths: tuple[int, ...], climb: bool) -> int:
+    def choose(
+        self, values: dict[int, float], lengths: tuple[int, ...], climb: bool, batched: bool = False
+    ) -> int:
         """The draft length for the next pass. values: expected tokens per unit of time for
         the lengths with a known cost; lengths: every candidate; climb: explore lengths
-        past the measured edges (not for a width that borrows its costs)."""
+        past the measured edges (not for a width that borrows its costs); batched: the
+        width is above one (a neighbour priced far below the best is not re-measured)."""
         self.decisions += 1
         self._price()
         if self.trying is not None and self.decisions < self.window_end:
@@ -108,7 +114,7 @@ class WidthModel:
         best = max(values, key=values.__getitem__)
         if self.kept not in values or values[best] > values[self.kept] * (1 + SWITCH_MARGIN):
             self.kept = best
-        target = self._to_explore(values, lengths, climb)
+        target = self._to_explore(values, lengths, climb, batched)
         if target is None or self.spent_ns < self.explore_until or self.decisions < self.window_end + GAP:
             return self.kept  # nothing to explore, or not yet paid for: look again next pass
         self.trying, self.window_end = target, self.decisions + REFRESH_LEN
@@ -117,11 +123,13 @@ class WidthModel:
         self.pricing, self.excess_ns = (self.spent_passes, self.kept, median(kept) if kept else 0), 0.0
         return target
 
-    def _to_explore(self, values: dict[int, float], lengths: tuple[int, ...], climb: bool) -> Optional[int]:
+    def _to_explore(
+        self, values: dict[int, float], lengths: tuple[int, ...], climb: bool, batched: bool
+    ) -> Optional[int]:
         top = max(values.values())
 
-        def may_pay(k: int) -> bool:  # a length priced far below the best is not re-measured
-            return values.get(k, top) >= CLIMB * top
+        def may_pay(k: int) -> bool:  # batched, a length priced far below the best is not re-measured
+            return not batched or values.get(k, top) >= CLIMB * top
 
         if climb:
             for k in neighbours(lengths, self.kept):

@@ -109,7 +109,7 @@ class DraftPolicy:
         ref = model.kept if any(model.kept in p for p in ratios) else next(iter(ratios))[0]
         costs = relative_costs(ratios, ref)
         values = {k: self.acceptance.expected_tokens(k) / c for k, c in costs.items() if k in self.lengths}
-        k = model.choose(values, self.lengths, climb=not borrowed)
+        k = model.choose(values, self.lengths, climb=not borrowed, batched=width > 1)
         if k and self.realized.ran(width) and self.realized.rate(width, 0) is None:
             self.reason = f"k 0: passes without drafts at width {width} set the bar drafting must clear first"
             return 0
