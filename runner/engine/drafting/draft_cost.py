@@ -12,13 +12,13 @@ draft length not taken.
   worse edge ends it), a neighbour of the branch kept compared with it fewer than SETTLED
   times (a few passes on a shared machine can be a neighbour's burst), and every
   REFRESH_EVERY decisions a neighbour of the branch kept. At a width above one, a
-  neighbour whose known cost prices it below CLIMB of the best is not re-measured: any
-  drafting pass there sets the rows' lengths apart, so rows that started in step stop
-  finishing together (a new prompt's prefill then stalls the others), a price no pass's
-  duration shows. A lone row is re-measured all the same: the warm-up's costs time passes
-  one at a time, while the engine overlaps a pass without drafts with building the next,
-  so where the host's work is much of a pass they price drafting far too high, and only
-  passes side by side correct them.
+  neighbour is re-measured only while its known cost prices it within SWITCH_MARGIN of
+  the best (about to pay): any drafting pass there sets the rows' lengths apart, so rows
+  that started in step stop finishing together (a new prompt's prefill then stalls the
+  others), a price no pass's duration shows. A lone row is re-measured all the same:
+  the warm-up's costs time passes one at a time, while the engine overlaps a pass
+  without drafts with building the next, so where the host's work is much of a pass
+  they price drafting far too high, and only passes side by side correct them.
 - Exploring is priced: a window's passes cost what they took beyond as many passes of the
   branch kept (a lazy MTP catching up is part of it; each pass's excess is clipped at
   CLIP times the kept pass, since one that long is a burst or a first-time trace, not
@@ -105,7 +105,7 @@ class WidthModel:
         """The draft length for the next pass. values: expected tokens per unit of time for
         the lengths with a known cost; lengths: every candidate; climb: explore lengths
         past the measured edges (not for a width that borrows its costs); batched: the
-        width is above one (a neighbour priced far below the best is not re-measured)."""
+        width is above one (only a neighbour priced about to pay is re-measured)."""
         self.decisions += 1
         self._price()
         if self.trying is not None and self.decisions < self.window_end:
@@ -128,8 +128,8 @@ class WidthModel:
     ) -> Optional[int]:
         top = max(values.values())
 
-        def may_pay(k: int) -> bool:  # batched, a length priced far below the best is not re-measured
-            return not batched or values.get(k, top) >= CLIMB * top
+        def may_pay(k: int) -> bool:  # batched, only a length about to pay is re-measured
+            return not batched or values.get(k, top) >= (1 - SWITCH_MARGIN) * top
 
         if climb:
             for k in neighbours(lengths, self.kept):
