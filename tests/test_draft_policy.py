@@ -174,7 +174,7 @@ def test_one_bad_re_measurement_does_not_decide_alone():
 def test_re_measurements_cost_at_most_a_share_of_the_time():
     p = policy("adaptive")
     accept(p, 0.8)
-    feed(p, 1, {1: 2.0e6, 0: 1.0e6})  # plain pays (alone: batched, one draft would not be re-measured)
+    feed(p, 1, {1: 2.0e6, 0: 1.0e6})  # plain pays (alone: batched, a draft priced 0.9 is not re-measured)
     starts, n = [], 0
     catch_up = int(40e6)  # a lazy MTP's catch-up, paid in each window's first pass
     while len(starts) < 3:
@@ -222,7 +222,7 @@ def test_a_width_model_keeps_its_branch_within_the_margin():
 def test_a_width_model_re_measures_a_neighbour_every_refresh():
     m = WidthModel()
     lengths = (0, 1, 2, 4)
-    values = {0: 0.5, 1: 0.9, 2: 1.0, 4: 0.9}  # both neighbours within CLIMB of the best
+    values = {0: 0.5, 1: 0.8, 2: 1.0, 4: 0.9}
     taken = [m.choose(values, lengths, climb=False) for _ in range(2 * (REFRESH_EVERY + REFRESH_LEN))]
     windows = [(i, k) for i, k in enumerate(taken, 1) if k != 2]
     first = list(range(REFRESH_EVERY, REFRESH_EVERY + REFRESH_LEN))
