@@ -16,9 +16,12 @@ committed tokens per unit of time, from its own measurements.
   and k (the chained MTP's draft i does not depend on k; for a block drafter that is an
   approximation).
 - A veto (realized.py): a draft length whose passes at a width realized fewer tokens per
-  unit of time than the width's passes without drafts is not kept there (the length that
-  realized most above them is, else none); and once passes of a width run, no length is
-  kept there before its passes without drafts set that bar.
+  unit of time than the width's passes without drafts is out of the width's choice and
+  of its climb, which steps past it to longer lengths (a block drafter's pass costs about
+  the same at every length, so one draft can lose where eight pay); while a veto stands,
+  the length that realized most above that bar is kept over a model's pick that realized
+  less (a window measuring a length still runs). Once passes of a width run, no length
+  is kept there before its passes without drafts set that bar.
 - A pass belongs to the regime of the k decided for it (before any row was cut: its
   drafter already ran) and counts toward that regime's realized rate only when its own
   step prepared the same k (its duration holds the next pass's drafting): a k = 0 pass
@@ -108,16 +111,33 @@ class DraftPolicy:
             return k
         ref = model.kept if any(model.kept in p for p in ratios) else next(iter(ratios))[0]
         costs = relative_costs(ratios, ref)
-        values = {k: self.acceptance.expected_tokens(k) / c for k, c in costs.items() if k in self.lengths}
-        k = model.choose(values, self.lengths, climb=not borrowed, batched=width > 1)
+        # A length its realized rate vetoes is out of the model's choice and of its climb,
+        # which steps past it: the drafter's pass costs the same at every length, so a
+        # short one can lose where longer ones pay.
+        vetoes = {n: why for n in self.lengths if (why := self.realized.veto(width, n))}
+        usable = tuple(n for n in self.lengths if n not in vetoes)
+        values = {n: self.acceptance.expected_tokens(n) / c for n, c in costs.items() if n in usable}
+        if not values:
+            self.reason = f"k 0: {next(iter(vetoes.values()))}"
+            return 0
+        k = model.choose(values, usable, climb=not borrowed, batched=width > 1)
         if k and self.realized.ran(width) and self.realized.rate(width, 0) is None:
             self.reason = f"k 0: passes without drafts at width {width} set the bar drafting must clear first"
             return 0
-        veto = self.realized.veto(width, k)  # an exploring window's too, until stale
-        if veto:
-            other = self.realized.best_paying(width)
-            self.reason = f"k {other or 0}: {veto}" + (f"; k {other} realized more" if other else "")
-            return other or 0
+        vetoed = k in vetoes  # only a window begun before its veto, which ends here
+        out = "; ".join(vetoes.values())
+        other = self.realized.best_paying(width)
+        if vetoes and other is not None and other != k and (vetoed or model.trying != k):
+            # Once realized rates have contradicted the costs here, they decide between the
+            # lengths that ran (a window measuring a length runs all the same).
+            here = self.realized.rate(width, k)
+            if here is None or here < self.realized.rate(width, other):
+                model.kept = other
+                self.reason = f"k {other}: {out}; k {other} realized more"
+                return other
+        if vetoed:
+            self.reason = f"k 0: {out}"
+            return 0
         if model.trying == k:
             self.reason = f"k {k}: measuring its cost beside k {model.kept}"
         else:
@@ -125,7 +145,9 @@ class DraftPolicy:
                 self._cut_costs = while_drafting(costs)
             shown = " ".join(f"{m}:{v:.2f}" for m, v in sorted(values.items()))
             lent = " (costs borrowed from a wider width)" if borrowed else ""
-            self.reason = f"k {k}: tokens per unit of time by k {shown}{lent}"
+            self.reason = (
+                f"k {k}: {out}; " if out else f"k {k}: "
+            ) + f"tokens per unit of time by k {shown}{lent}"
         return k
 
     def trim(self, rows: list, leaves: int = 0) -> str:
