@@ -25,7 +25,7 @@ from .config import EngineConfig, ModelArgs
 from .drafting.draft_policy import DraftPolicy
 from .drafting.drafter import TargetOutputs
 from .drafting.drafters import make_drafter
-from .drafting.verify import PassCommit, commit_pass
+from .drafting.verify import commit_pass
 from .events import Collected, Event, EventSink, PassEvent, RequestEvent
 from .forward import CompiledPasses, Forward
 from .launch import Launcher
@@ -251,7 +251,8 @@ class Engine:
             queued=None if self._queued is None else self._queued.branch,
             outcomes=done.outcomes,
         )
-        self._emit(self._pass_event(cur.plan, t0, duration, done, row_bytes, reason))
+        self._emit(PassEvent.of(self._pass_index, cur.plan, t0, duration, done, row_bytes, reason))
+        self._pass_index += 1
         for ev in finished:
             self._emit(ev)
         return finished
@@ -296,29 +297,6 @@ class Engine:
         cut = self.policy.trim(cur.plan.rows, self.config.draft_tree)
         if cut:
             self._draft_reason = f"{self._draft_reason}; cut: {cut}"
-
-    def _pass_event(
-        self, plan: PassPlan, t0: int, duration: int, done: PassCommit, row_bytes: list[int], reason: str
-    ) -> PassEvent:
-        event = PassEvent(
-            self._pass_index,
-            t0,
-            duration,
-            plan.kind,
-            len(plan.rows),
-            plan.prefill_tokens,
-            plan.decode_tokens,
-            sum(plan.drafted),
-            done.accepted,
-            done.emitted,
-            sum(row_bytes),
-            max(row_bytes),
-            done.accepted_lengths,
-            done.draft_lengths,
-            reason,
-        )
-        self._pass_index += 1
-        return event
 
     def _emit(self, event) -> None:
         if self.sink is not None:

@@ -38,6 +38,30 @@ class PassEvent:
     # the k chosen for the width and, when cut row by row from the drafter's confidence
     # (row_lengths.py), the cut; empty under a fixed policy
 
+    @classmethod
+    def of(
+        cls, index: int, plan, t0: int, duration: int, done, row_bytes: list[int], reason: str
+    ) -> PassEvent:
+        """The event of a committed pass: its plan (scheduler.PassPlan), what its commit
+        did (drafting/verify.PassCommit) and each live row's state bytes after it."""
+        return cls(
+            index,
+            t0,
+            duration,
+            plan.kind,
+            len(plan.rows),
+            plan.prefill_tokens,
+            plan.decode_tokens,
+            sum(plan.drafted),
+            done.accepted,
+            done.emitted,
+            sum(row_bytes),
+            max(row_bytes),
+            done.accepted_lengths,
+            done.draft_lengths,
+            reason,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class RequestEvent:
