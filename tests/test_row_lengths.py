@@ -165,8 +165,32 @@ def test_the_policy_does_not_keep_drafting_where_it_has_been_losing():
     assert policy.reason.startswith("k 0: k 8 realized 200 tok/s at width 4, passes without drafts 400")
     for _ in range(10):  # k = 2 realized 4 + 5 tokens in 12 ms (750 tok/s); the model still says 8
         policy.realized.add(4, 2, 9, 12_000_000)
-    assert policy.decide(4) == 2  # vetoed 8 gives way to the length that realized most above the bar
-    assert policy.reason.endswith("k 2 realized more")
+    assert policy.decide(4) == 4  # vetoed 8 is out of the model's choice: its next best runs
+    for _ in range(10):  # and realizes less than passes without drafts too
+        policy.realized.add(4, 4, 6, 30_000_000)
+    assert policy.decide(4) == 2 and "k 4 realized 200 tok/s" in policy.reason
+
+
+def test_alone_where_the_costs_would_not_draft_a_length_that_realized_more_runs():
+    """While a veto stands at a lone row's width, the costs have been contradicted there:
+    if they pick no drafts, the length that realized most above passes without drafts runs
+    (the warm-up's costs price drafting alone far too high). Batched, the costs decide."""
+    from runner.engine.drafting.draft_policy import DraftPolicy
+
+    for width in (1, 4):
+        policy = DraftPolicy("adaptive", None, draft_tokens=8)
+        for _ in range(12):
+            for k, ms in ((0, 1.0), (1, 3.0), (2, 3.0)):
+                policy.width(width).observe(k, int(ms * 1e6))  # drafting priced at 3 plain passes
+        for _ in range(10):
+            policy.realized.add(width, 0, width, 10_000_000)  # 100 tok/s a row
+            policy.realized.add(width, 1, width, 20_000_000)  # 50: vetoed
+            policy.realized.add(width, 2, 3 * width, 20_000_000)  # 150: pays
+        k = policy.decide(width)
+        if width == 1:
+            assert k == 2 and policy.reason.endswith("k 2 realized more")
+        else:
+            assert k == 0 and policy.reason.startswith("k 0: k 1 realized")
 
 
 def test_a_pass_whose_step_drafted_for_the_next_is_no_pass_without_drafts():

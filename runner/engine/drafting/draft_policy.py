@@ -18,10 +18,11 @@ committed tokens per unit of time, from its own measurements.
 - A veto (realized.py): a draft length whose passes at a width realized fewer tokens per
   unit of time than the width's passes without drafts is out of the width's choice and
   of its climb, which steps past it to longer lengths (a block drafter's pass costs about
-  the same at every length, so one draft can lose where eight pay); while a veto stands,
-  the length that realized most above that bar is kept over a model's pick that realized
-  less (a window measuring a length still runs). Once passes of a width run, no length
-  is kept there before its passes without drafts set that bar.
+  the same at every length, so one draft can lose where eight pay); while a veto stands
+  and the costs pick no drafts for a lone row, or a window of a vetoed length was chosen,
+  the length that realized most above that bar runs. Once
+  passes of a width run, no length is kept there before its passes without drafts set
+  that bar.
 - A pass belongs to the regime of the k decided for it (before any row was cut: its
   drafter already ran) and counts toward that regime's realized rate only when its own
   step prepared the same k (its duration holds the next pass's drafting): a k = 0 pass
@@ -127,14 +128,13 @@ class DraftPolicy:
         vetoed = k in vetoes  # only a window begun before its veto, which ends here
         out = "; ".join(vetoes.values())
         other = self.realized.best_paying(width)
-        if vetoes and other is not None and other != k and (vetoed or model.trying != k):
-            # Once realized rates have contradicted the costs here, they decide between the
-            # lengths that ran (a window measuring a length runs all the same).
-            here = self.realized.rate(width, k)
-            if here is None or here < self.realized.rate(width, other):
-                model.kept = other
-                self.reason = f"k {other}: {out}; k {other} realized more"
-                return other
+        if (vetoed or (vetoes and not k and width == 1)) and other is not None and other != k:
+            # The costs have been contradicted here: where a lone row's would not draft (or a
+            # vetoed window was chosen), a length that realized more than passes without
+            # drafts runs. Batched rows only fall back: drafting there also sets rows apart,
+            # a cost their realized rates do not show (draft_cost.py).
+            self.reason = f"k {other}: {out}; k {other} realized more"
+            return other
         if vetoed:
             self.reason = f"k 0: {out}"
             return 0
