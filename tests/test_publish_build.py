@@ -133,6 +133,22 @@ def test_remeasurement_adds_a_dated_automatic_note(tmp_path):
     assert "<th>Fixture M1</th>" in table and 'data-verdict="does not hold"' in table
 
 
+def test_the_authors_note_of_a_re_measurements_day_follows_it(tmp_path):
+    """A declared note dated the day of a later measurement answers it: it comes after the
+    automatic line (the newest show, the older fold), so the answer is not folded away."""
+    db = tmp_path / "re.duckdb"
+    build_fixture(db, passes_per_run=10)
+    remeasure(db, DEFAULT_CHIPS[0], "on", 1, speedup=1.2, day=datetime(2026, 12, 3))
+    text = post_text(stated="+25%").replace(
+        "updates:\n", 'updates:\n  - date: 2026-12-03\n    text: "The author answers the re-measurement."\n'
+    )
+    result = build_site(write_project(tmp_path, db, {"p.md": text}))
+    assert result.ok, result.warnings
+    html = post_html(result.site)
+    assert html.index("Update 2026-11-21") < html.index("Update 2026-12-03 (automatic)")
+    assert html.index("Update 2026-12-03 (automatic)") < html.index("The author answers the re-measurement.")
+
+
 def test_names_and_notes_with_markup_render_as_text(tmp_path):
     db = tmp_path / "esc.duckdb"
     evil_chip = FixtureChip("<script>alert('chip')</script> **M9**", 100.0, declared=False)  # computed class

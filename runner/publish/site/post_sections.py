@@ -34,9 +34,10 @@ def regime_gaps(key: str, datas: dict[str, PostData]) -> list[Failure]:
 
 
 def notes(post, datas, judging, as_of, declared: list[Note], home, columns) -> list[Note]:
-    """The declared notes and the automatic ones for later runs, in date order."""
+    """The declared notes and the automatic ones for later runs, in date order; on one day
+    the author's own after the measurements' (a declared note answers what they show)."""
     auto = later_notes(post, datas, judging, as_of, home, columns)
-    return sorted(declared + auto, key=lambda n: (n.day, n.automatic))
+    return sorted(declared + auto, key=lambda n: (n.day, not n.automatic))
 
 
 def notes_section(first: PostData, notes: list[Note], quick: bool) -> str:
