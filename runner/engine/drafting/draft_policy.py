@@ -20,9 +20,8 @@ committed tokens per unit of time, from its own measurements.
   of its climb, which steps past it to longer lengths (a block drafter's pass costs about
   the same at every length, so one draft can lose where eight pay); while a veto stands
   and the costs pick no drafts for a lone row, or a window of a vetoed length was chosen,
-  the length that realized most above that bar runs. Once
-  passes of a width run, no length is kept there before its passes without drafts set
-  that bar.
+  the length that realized most above that bar runs. Once passes of a width run, no
+  length is kept there before its passes without drafts set that bar.
 - A pass belongs to the regime of the k decided for it (before any row was cut: its
   drafter already ran) and counts toward that regime's realized rate only when its own
   step prepared the same k (its duration holds the next pass's drafting): a k = 0 pass
