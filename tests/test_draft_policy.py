@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from collections import deque
 
-import numpy as np
-
 from runner.engine.config import EngineConfig
 from runner.engine.drafting.acceptance import PositionAcceptance, conditional
 from runner.engine.drafting.draft_cost import (
@@ -316,92 +314,6 @@ def test_fixed_policies_learn_nothing():
     assert not p.widths and p.acceptance.reached[1] == 0
 
 
-# A simulated machine: pass durations from a cost curve per width with noise, the
-# switching cost of a lazy MTP catching up, acceptance drawn per row; the engine's order
-# of calls (decide after the commit, then record).
-
-CHAIN = (0.8, 0.75, 0.7, 0.7, 0.65, 0.6, 0.6, 0.55)  # acceptance at positions 1..8
-
-
-def curve(width: int):
-    """Plain pass 1 ms a row-ish; each draft a row costs 6% of a plain pass alone, 80% at 4
-    rows; drafting also gives up pipelining (15%)."""
-    base, per_draft = 1e6 * (1 + 0.3 * (width - 1)), 0.06 if width == 1 else 0.80
-    return lambda k: base * (1 + (0.15 + per_draft * k if k else 0))
-
-
-def expected(width: int, k: int) -> float:
-    """Tokens per ns of a fixed k on the simulated machine."""
-    reach, tokens = 1.0, 1.0
-    for a in CHAIN[:k]:
-        reach *= a
-        tokens += reach
-    return width * tokens / curve(width)(k)
-
-
-def simulate(
-    p: DraftPolicy, width: int, passes: int, rng, slow_after: int = 10**9, cost=None
-) -> tuple[float, list[int]]:
-    """Tokens per ns the policy achieves, and the k of each pass (cost: k -> ns, else the
-    width's curve)."""
-    cost, tokens, ns, ks = cost or curve(width), 0, 0.0, []
-    k = p.decide(width)
-    for i in range(passes):
-        nxt = p.decide(width)
-        d = cost(k) * rng.lognormal(0, 0.1) * (2 if i > slow_after else 1)
-        if rng.random() < 0.02:
-            d *= 5  # a neighbour's burst
-        if nxt and not k:
-            d += 3 * cost(0)  # the lazy MTP catches up
-        hist = [0] * (k + 1)
-        for _ in range(width):
-            m = 0
-            while m < k and rng.random() < CHAIN[m]:
-                m += 1
-            hist[m] += 1
-            tokens += m + 1
-        hist = tuple(hist) if k else ()
-        p.record(Branch("decode", width, k), int(d), hist, drafts_next=nxt, ahead=False, queued=None)
-        ns += d
-        ks.append(k)
-        k = nxt
-    return tokens / ns, ks
-
-
-def rounds(p: DraftPolicy, seed: int) -> tuple[list[float], list[float], list[int], list[int]]:
-    """Six rounds of one sequence then four (150 passes each), round 0 dropped as in
-    `runner bench`: each round's tokens per ns alone and batched, and the k chosen."""
-    rng, alone, batched, ks1, ks4 = np.random.default_rng(seed), [], [], [], []
-    for r in range(6):
-        a, k1 = simulate(p, 1, 150, rng)
-        b, k4 = simulate(p, 4, 150, rng)
-        if r:
-            alone, batched, ks1, ks4 = alone + [a], batched + [b], ks1 + k1, ks4 + k4
-    return alone, batched, ks1, ks4
-
-
-NOISE_MEAN = float(np.exp(0.005)) * (1 + 0.02 * 4)  # the mean of the lognormal and of the bursts
-
-
-def test_simulated_adaptive_drafts_long_alone_and_not_at_all_batched():
-    best = max(draft_lengths(8), key=lambda k: expected(1, k))
-    assert best >= 4 and expected(4, 0) > max(expected(4, k) for k in (1, 2, 4, 8))  # the premise
-    for seed in range(3):
-        alone, batched, ks1, ks4 = rounds(policy("adaptive", 8), seed)
-        # within 10% of the best fixed k alone, and not worse than not drafting batched
-        # (what a fixed k gets on this machine, noise included), exploring included
-        assert np.mean(alone) >= 0.9 * expected(1, best) / NOISE_MEAN
-        assert np.mean(batched) >= 0.97 * expected(4, 0) / NOISE_MEAN
-        assert np.median(ks1) >= 4 and np.median(ks4) == 0  # the choices move with width
-
-
-def test_simulated_adaptive_follows_a_machine_that_slows_down():
-    p, rng = policy("adaptive", 8), np.random.default_rng(1)
-    rate, ks = simulate(p, 1, 1500, rng, slow_after=500)  # everything 2x slower from pass 500
-    fixed = expected(1, 4) / NOISE_MEAN * 1500 / (500 + 2 * 1000)
-    assert np.median(ks[600:]) >= 4 and rate >= 0.9 * fixed
-
-
 def test_a_row_cut_the_same_way_pass_after_pass_prices_the_length_it_carries():
     p = policy("adaptive", 8)
     cut = Branch("decode", 1, 4)  # the drafter proposed 8 a pass; the row cut them to 4
@@ -412,19 +324,3 @@ def test_a_row_cut_the_same_way_pass_after_pass_prices_the_length_it_carries():
     p._cut_to = 2  # cut another way: the next pass carries 2, this one's step is no steady 4
     p.record(cut, 3000, (1, 0, 0, 0, 0), drafts_next=8, ahead=False, queued=None)
     assert p.widths[1].seen[4] == 2
-
-
-def test_a_short_draft_vetoed_does_not_keep_adaptive_from_longer_ones_that_pay():
-    # As the block drafter alone on an EPYC VM (unseen prompts): its pass costs about the
-    # same at every length, so one draft loses where four or eight pay. Side by side, k = 1
-    # had been priced paying (1.70 against 1.56) while its realized rate, which holds the
-    # backlog flushed into the drafter's context when drafting resumes, was below passes
-    # without drafts: the veto held k = 0 while the model, still keeping 1, re-measured 0
-    # beside it and never climbed to 2, 4 or 8 (0 in 1852 of 1875 passes).
-    p, rng = policy("adaptive", 8), np.random.default_rng(0)
-    feed(p, 1, {0: 1.0e6, 1: 1.3e6}, n=5)  # MIN_SIDE comparisons: priced, not settled
-    for _ in range(20):
-        p.realized.add(1, 0, 1, int(1.0e6))
-        p.realized.add(1, 1, 1, int(2.0e6))
-    rate, ks = simulate(p, 1, 200, rng, cost=lambda k: 1e6 * (1 + (0.9 + 0.1 * k if k else 0)))
-    assert 1 not in ks and max(ks) >= 4 and np.median(ks) >= 2

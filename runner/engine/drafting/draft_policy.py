@@ -126,8 +126,9 @@ class DraftPolicy:
             return 0
         vetoed = k in vetoes  # only a window begun before its veto, which ends here
         out = "; ".join(vetoes.values())
-        other = self.realized.best_paying(width)
-        if (vetoed or (vetoes and not k and width == 1)) and other is not None and other != k:
+        contradicted = vetoed or (vetoes and not k and width == 1)
+        other = self.realized.best_paying(width) if contradicted else None
+        if other is not None and other != k:
             # The costs have been contradicted here: where a lone row's would not draft (or a
             # vetoed window was chosen), a length that realized more than passes without
             # drafts runs. Batched rows only fall back: drafting there also sets rows apart,
