@@ -21,9 +21,11 @@ class Fused:
     arrays: tuple
 
 
-# (token, expert) pairs from which gather_mm over expert-sorted tokens pays: a verify
-# pass of eight or more tokens at top-2 (a block of drafts, drafts at two or more rows).
-SORT_FROM_TOKENS = 16
+# (token, expert) pairs from which gather_mm over expert-sorted tokens pays: prompt
+# chunks. On MLX's CPU backend the sort, its inverse and the gathers cost about what
+# batching saves below that, so a verify pass of a block of drafts (alone or at four rows)
+# runs each pair as a decode pass does, with a decode pass's values.
+SORT_FROM_PAIRS = 128
 
 
 class MLP(nn.Module):
@@ -132,7 +134,7 @@ class StackedExperts(nn.Module):
         # x (..., H), inds (..., k) -> (..., k, H)
         gate_up, down = self.fused.arrays if self.fused is not None else self._operands()
         dtype, shape, k = x.dtype, inds.shape, inds.shape[-1]
-        if inds.size < SORT_FROM_TOKENS:
+        if inds.size < SORT_FROM_PAIRS:
             # Few pairs: x (..., 1, 1, H) broadcasts against the indices, no row index needed.
             h = mx.gather_mm(
                 x[..., None, None, :].astype(gate_up.dtype), gate_up, rhs_indices=inds
