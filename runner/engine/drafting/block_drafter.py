@@ -21,6 +21,7 @@ from typing import NamedTuple, Optional
 
 import mlx.core as mx
 import mlx.nn as nn
+import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
 
 from ..checkpoint import CheckpointError
@@ -192,7 +193,18 @@ def draft_logits(target, hidden: mx.array) -> mx.array:
 class Proposal(NamedTuple):
     tokens: mx.array  # (R, k) int32 greedy drafts
     logits: mx.array  # (R, k, V) float32: the draft distribution q before any temperature
-    confidence: mx.array  # (R, k) float32: q of each greedy draft (the drafter's own odds)
+
+
+def draft_confidence(logits: np.ndarray) -> np.ndarray:
+    """Evaluated draft logits (R, k, V) -> (R, k): q of each greedy draft, the drafter's own
+    odds. On the host, a row at a time (its exps stay in cache): MLX's CPU build evaluates
+    exp element by element through libm, numpy's is vectorised."""
+    out = np.empty(logits.shape[:-1], np.float32)
+    for r, row in enumerate(logits):
+        e = row - row.max(axis=-1, keepdims=True)
+        np.exp(e, out=e)
+        out[r] = 1.0 / e.sum(axis=-1)
+    return out
 
 
 def propose(
@@ -218,9 +230,7 @@ def propose(
         visible = visible & (index >= ctx_len[:, None] - drafter.cfg.context_window)
     hidden = drafter(drafter.block_inputs(target, anchors, k), positions, ctx, visible[:, None])
     logits = draft_logits(target, hidden[:, 1:]).astype(mx.float32)
-    top = mx.max(logits, axis=-1)
-    confidence = mx.exp(top - mx.logsumexp(logits, axis=-1))
-    return Proposal(mx.argmax(logits, axis=-1).astype(mx.int32), logits, confidence)
+    return Proposal(mx.argmax(logits, axis=-1).astype(mx.int32), logits)
 
 
 def drafter_dir(checkpoint: Path) -> Path:

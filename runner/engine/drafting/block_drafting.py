@@ -30,7 +30,13 @@ from ..model import Model
 from ..sampler import probs, sample
 from ..sequence import Sequence
 from .acceptance import conditional
-from .block_drafter import Proposal, load_checkpoint_drafter, measured_acceptance, propose
+from .block_drafter import (
+    Proposal,
+    draft_confidence,
+    load_checkpoint_drafter,
+    measured_acceptance,
+    propose,
+)
 from .drafter import TargetOutputs
 from .drafter_context import CONTEXT_BUCKET, ContextCache
 from .tree import TREE_DEPTH, second_choices
@@ -102,8 +108,8 @@ class BlockDrafting:
             self.cache.append(rid, fresh)
         ctx, lens, ends = self.cache.gather(ids)
         out = Proposal(*self._proposer(k)(ctx, lens, mx.zeros((rows,), mx.int32), ends))
-        self.cache.settle(ids, out.tokens, out.confidence)
-        out.tokens.tolist(), out.confidence.tolist()
+        self.cache.settle(ids, out.tokens, out.logits)
+        out.tokens.tolist(), draft_confidence(np.asarray(out.logits)).tolist()
         spent = time.perf_counter_ns() - t0
         for rid in ids:
             self.cache.trim(rid, context)
@@ -159,15 +165,16 @@ class BlockDrafting:
         ctx, lens, ends = self.cache.gather(ids)
         anchors = mx.array([s.tokens[-1] for s in seqs], mx.int32)
         out = Proposal(*self._proposer(k)(ctx, lens, anchors, ends))
-        self.cache.settle(ids, out.tokens, out.confidence)  # one evaluation: contexts and drafts
+        self.cache.settle(ids, out.tokens, out.logits)  # one evaluation: contexts and drafts
+        greedy, logits = out.tokens.tolist(), np.asarray(out.logits)  # a view, not a copy
+        conf = draft_confidence(logits).tolist()
         if all(s.temperature == 0.0 for s in seqs):
-            for s, drafts, conf in zip(seqs, out.tokens.tolist(), out.confidence.tolist()):
-                s.drafts, s.draft_conf = drafts, conf
+            for s, drafts, c in zip(seqs, greedy, conf):
+                s.drafts, s.draft_conf = drafts, c
             if self.tree and len(seqs) == 1:  # a lone row may branch (tree.py)
                 depth = min(k, TREE_DEPTH)
-                seqs[0].draft_alternatives = second_choices(np.array(out.logits[0, :depth]), seqs[0].drafts)
+                seqs[0].draft_alternatives = second_choices(logits[0, :depth], seqs[0].drafts)
             return
-        greedy, logits, conf = out.tokens.tolist(), np.array(out.logits), out.confidence.tolist()
         for r, s in enumerate(seqs):
             if s.temperature == 0.0:
                 s.drafts, s.draft_conf = greedy[r], conf[r]
