@@ -129,6 +129,23 @@ def test_with_its_drafters_measured_acceptance_adaptive_drafts_where_a_flat_prio
     assert flat.decide(1) == 0 and informed.decide(1) > 0
 
 
+def test_a_measured_prior_outlasts_a_rows_first_few_missed_drafts():
+    """The evaluation measured thousands of drafts: two first drafts missed at a row's start
+    (a fresh drafter context) must not turn adaptive off. Weighed as two drafts, the prior
+    fell to 0.3 at position 1 there, no k paid, and k = 0 ran for hundreds of passes with
+    nothing drafted to learn from. Its weight then decays with the drafts seen (the test
+    above: after thousands the estimate is the measured one)."""
+    costs = {0: 1.0e6, 1: 1.65e6, 2: 1.8e6, 4: 2.06e6, 8: 2.82e6}
+    p = DraftPolicy("adaptive", None, 8, conditional(EVALUATED))
+    feed(p, 1, costs)
+    for _ in range(2):
+        p.acceptance.add((1, 0, 0, 0, 0))  # a lone row carrying 4 kept none
+    assert p.acceptance.at(1) > 0.5 and p.decide(1) > 0
+    for _ in range(60):
+        p.acceptance.add((1, 0, 0, 0, 0))  # they keep missing: the row's own count decides
+    assert p.acceptance.at(1) < 0.2 and p.decide(1) == 0
+
+
 def test_adaptive_climbs_to_the_k_that_pays_most_alone():
     p = policy("adaptive", 8)
     accept(p, 0.8)

@@ -11,12 +11,18 @@
   its own. Without such a prior a drafter that lands more than half its first drafts
   still looks, until it has drafted, no better than half: at costs where k drafts cost
   well over a plain pass, the policy then chose not to draft, and so never learned.
+- A measured prior weighs MEASURED_PRIOR_DRAFTS drafts at first, decaying as the run's own
+  drafts at the position come in (DRAFT_MEMORY each, down to PRIOR_DRAFTS): weighed as two,
+  a row's first two missed drafts (a fresh drafter context) halved position 1's estimate,
+  drafting stopped paying, and with nothing drafted there was nothing to learn from.
+- The estimates are kept until the counts change: the policy reads them every pass.
 """
 
 from __future__ import annotations
 
 DRAFT_MEMORY = 0.98  # each new draft at a position keeps this share of the earlier ones' weight
-PRIOR_DRAFTS = 2  # the prior at a position weighs as much as this many drafts
+PRIOR_DRAFTS = 2  # the prior at a position weighs as much as this many drafts ...
+MEASURED_PRIOR_DRAFTS = 16  # ... or this many when the drafter measured it
 MAX_POSITIONS = 16
 NO_PRIOR = 0.5  # the first position's prior when the drafter brings none
 
@@ -39,8 +45,11 @@ class PositionAcceptance:
 
     def __init__(self, prior: tuple[float, ...] = ()) -> None:
         self.prior = tuple(prior)
+        self.prior_weight = MEASURED_PRIOR_DRAFTS if self.prior else PRIOR_DRAFTS  # before any draft
         self.reached = [0.0] * (MAX_POSITIONS + 1)
         self.hit = [0.0] * (MAX_POSITIONS + 1)
+        self.drafts = [0] * (MAX_POSITIONS + 1)  # drafts reached at each position, not decayed
+        self._rates: list[float] = []  # at(1), at(2), ... as far as asked since the last count
 
     def add(self, accepted_lengths: tuple[int, ...]) -> None:
         """One pass's histogram: [m] drafting rows that kept m drafts, m = 0..k. Rows are
@@ -52,6 +61,8 @@ class PositionAcceptance:
                 keep = DRAFT_MEMORY**n
                 self.reached[i] = keep * self.reached[i] + n
                 self.hit[i] = keep * self.hit[i] + ok
+                self.drafts[i] += n
+                self._rates = []
 
     def add_tail(self, after: int, landed: int, length: int) -> None:
         """A row's cut drafts at positions after + 1 .. after + length, settled by its output
@@ -61,22 +72,39 @@ class PositionAcceptance:
         for i in range(after + 1, min(after + min(landed + 1, length), MAX_POSITIONS) + 1):
             self.reached[i] = DRAFT_MEMORY * self.reached[i] + 1
             self.hit[i] = DRAFT_MEMORY * self.hit[i] + (i <= after + landed)
+            self.drafts[i] += 1
+            self._rates = []
 
     def at(self, i: int) -> float:
         """Acceptance at position i given every earlier draft accepted."""
-        rate = prior_before = NO_PRIOR
-        for j in range(1, i + 1):
-            prior = self.prior[j - 1] if j <= len(self.prior) else prior_before
-            lean = min(rate * prior / prior_before, 1.0)  # without a prior: the estimate before
-            rate = (self.hit[j] + PRIOR_DRAFTS * lean) / (self.reached[j] + PRIOR_DRAFTS)
-            prior_before = prior
-        return rate
+        return self._upto(i)[i - 1]
 
     def expected_tokens(self, k: int) -> float:
         """Tokens a row commits from a pass carrying k drafts: the target's own one plus the
         accepted drafts."""
         total = reach = 1.0
-        for i in range(1, k + 1):
-            reach *= self.at(i)
+        for rate in self._upto(k)[:k]:
+            reach *= rate
             total += reach
         return total
+
+    def _upto(self, i: int) -> list[float]:
+        """at(1) .. at(i), kept until the counts change (the policy asks every pass)."""
+        rates = self._rates
+        if len(rates) < i:
+            j = len(rates) + 1
+            rate = rates[-1] if rates else NO_PRIOR
+            prior_before = self._prior(j - 1) if rates else NO_PRIOR
+            for j in range(j, i + 1):
+                prior = self._prior(j)
+                lean = min(rate * prior / prior_before, 1.0)  # without a prior: the estimate before
+                w = max(PRIOR_DRAFTS, self.prior_weight * DRAFT_MEMORY ** self.drafts[j])
+                rate = (self.hit[j] + w * lean) / (self.reached[j] + w)
+                rates.append(rate)
+                prior_before = prior
+        return rates
+
+    def _prior(self, j: int) -> float:
+        """Position j's prior given the one before: past the drafter's last, its last; none
+        without one (NO_PRIOR)."""
+        return self.prior[min(j, len(self.prior)) - 1] if self.prior else NO_PRIOR

@@ -69,6 +69,7 @@ class WidthModel:
     # window started, until its passes are in
     excess_ns: float = 0.0  # what the priced window's passes took beyond the kept ones, clipped
     explore_until: int = 0  # spent_ns before which the next window may not start
+    _ratios: Optional[dict] = None  # ratios() until the next comparison (asked every pass)
 
     def observe(self, k: int, duration_ns: int) -> None:
         """One steady pass: compared with each other branch around it while in the minority."""
@@ -83,10 +84,13 @@ class WidthModel:
             if k < other:
                 pair, ratio = (other, k), 1 / ratio
             self.comparisons.setdefault(pair, deque(maxlen=RATIOS)).append(ratio)
+            self._ratios = None
 
     def ratios(self) -> dict[tuple[int, int], float]:
-        """c(a) / c(b) for each pair (a, b), a > b, compared often enough."""
-        return {p: median(c) for p, c in self.comparisons.items() if len(c) >= MIN_SIDE}
+        """c(a) / c(b) for each pair (a, b), a > b, compared often enough (a fresh dict)."""
+        if self._ratios is None:
+            self._ratios = {p: median(c) for p, c in self.comparisons.items() if len(c) >= MIN_SIDE}
+        return dict(self._ratios)
 
     def spend(self, duration_ns: int) -> None:
         self.spent_ns += duration_ns

@@ -38,6 +38,7 @@ committed tokens per unit of time, from its own measurements.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple, Optional
 
 from .acceptance import PositionAcceptance
@@ -272,14 +273,20 @@ def while_drafting(costs: dict[int, float]) -> dict[int, float]:
 def relative_costs(ratios: dict[tuple[int, int], float], ref: int) -> dict[int, float]:
     """Each draft length's pass cost relative to `ref`'s, along chains of compared pairs
     (breadth first: the fewest ratios multiplied)."""
+    return dict(_relative_costs(tuple(ratios.items()), ref))
+
+
+@lru_cache(maxsize=64)
+def _relative_costs(ratios: tuple, ref: int) -> tuple:
+    """relative_costs over hashable ratios, remembered: asked every pass, they change seldom."""
     costs, frontier = {ref: 1.0}, [ref]
     while frontier:
         nxt = []
         for k in frontier:
-            for (a, b), r in ratios.items():
+            for (a, b), r in ratios:
                 for there, here, factor in ((a, b, r), (b, a, 1 / r)):
                     if here == k and there not in costs:
                         costs[there] = costs[k] * factor
                         nxt.append(there)
         frontier = nxt
-    return costs
+    return tuple(costs.items())
