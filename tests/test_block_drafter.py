@@ -20,7 +20,6 @@ from runner.engine.drafting.block_drafter import (
     BlockDrafter,
     DrafterConfig,
     DrafterError,
-    draft_confidence,
     drafter_dir,
     load_checkpoint_drafter,
     measured_acceptance,
@@ -28,6 +27,7 @@ from runner.engine.drafting.block_drafter import (
     save_block_drafter,
     spread_layers,
 )
+from runner.engine.drafting.block_drafting import draft_confidence
 from runner.engine.drafting.drafter_context import ContextCache
 from runner.train import drafter_train as dt
 from runner.train.drafter_data import AnchorSampler

@@ -21,7 +21,6 @@ from typing import NamedTuple, Optional
 
 import mlx.core as mx
 import mlx.nn as nn
-import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
 
 from ..checkpoint import CheckpointError
@@ -193,18 +192,6 @@ def draft_logits(target, hidden: mx.array) -> mx.array:
 class Proposal(NamedTuple):
     tokens: mx.array  # (R, k) int32 greedy drafts
     logits: mx.array  # (R, k, V) float32: the draft distribution q before any temperature
-
-
-def draft_confidence(logits: np.ndarray) -> np.ndarray:
-    """Evaluated draft logits (R, k, V) -> (R, k): q of each greedy draft, the drafter's own
-    odds. On the host, a row at a time (its exps stay in cache): MLX's CPU build evaluates
-    exp element by element through libm, numpy's is vectorised."""
-    out = np.empty(logits.shape[:-1], np.float32)
-    for r, row in enumerate(logits):
-        e = row - row.max(axis=-1, keepdims=True)
-        np.exp(e, out=e)
-        out[r] = 1.0 / e.sum(axis=-1)
-    return out
 
 
 def propose(

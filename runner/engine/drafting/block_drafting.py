@@ -30,16 +30,22 @@ from ..model import Model
 from ..sampler import probs, sample
 from ..sequence import Sequence
 from .acceptance import conditional
-from .block_drafter import (
-    Proposal,
-    draft_confidence,
-    load_checkpoint_drafter,
-    measured_acceptance,
-    propose,
-)
+from .block_drafter import Proposal, load_checkpoint_drafter, measured_acceptance, propose
 from .drafter import TargetOutputs
 from .drafter_context import CONTEXT_BUCKET, ContextCache
 from .tree import TREE_DEPTH, second_choices
+
+
+def draft_confidence(logits: np.ndarray) -> np.ndarray:
+    """Evaluated draft logits (R, k, V) -> (R, k): q of each greedy draft, the drafter's own
+    odds. On the host, a row at a time (its exps stay in cache): MLX's CPU build evaluates
+    exp element by element through libm, numpy's is vectorised."""
+    out = np.empty(logits.shape[:-1], np.float32)
+    for r, row in enumerate(logits):
+        e = row - row.max(axis=-1, keepdims=True)
+        np.exp(e, out=e)
+        out[r] = 1.0 / e.sum(axis=-1)
+    return out
 
 
 @dataclass
