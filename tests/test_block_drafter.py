@@ -23,12 +23,12 @@ from runner.engine.drafting.block_drafter import (
     drafter_dir,
     load_checkpoint_drafter,
     measured_acceptance,
-    propose,
     save_block_drafter,
     spread_layers,
 )
 from runner.engine.drafting.block_drafting import draft_confidence
 from runner.engine.drafting.drafter_context import ContextCache
+from runner.engine.drafting.drafter_pass import FusedDrafter, propose
 from runner.train import drafter_train as dt
 from runner.train.drafter_data import AnchorSampler
 from runner.train.drafter_eval import simulate_rounds
@@ -289,6 +289,27 @@ def test_rounds_match_an_engine_style_loop_over_the_context_cache(target):
         cache.trim(0, a + j + 1)  # keep the accepted ones only
         a += j + 1
     assert got == expected
+
+
+@pytest.mark.parametrize("window", [0, 8])
+def test_the_fused_pass_is_the_modules_pass(target, window):
+    """The engine's drafter pass (FusedDrafter: q, k and v as one product, gate and up as
+    another, tables and mask built once) gives the modules' logits and drafts, on rows of
+    different context lengths, with and without a context window."""
+    from dataclasses import replace
+
+    drafter = make_drafter(target)
+    drafter.cfg = replace(drafter.cfg, context_window=window)
+    seqs = mx.array(sequences(target, n=3, T=24))
+    feats = dt.target_features(target, seqs, drafter.cfg.target_layers)
+    pos = mx.broadcast_to(mx.arange(24, dtype=mx.int32)[None], (3, 24))
+    ctx = drafter.context(feats, pos)
+    lens = mx.array([20, 13, 5], mx.int32)
+    anchors = mx.take_along_axis(seqs, lens[:, None], axis=1)[:, 0]
+    want = propose(drafter, target, ctx, lens, anchors, K)
+    got = FusedDrafter(drafter).propose(target, ctx, lens, anchors, K)
+    assert mx.allclose(got.logits, want.logits, atol=1e-4).item()
+    assert (np.array(got.tokens) == np.array(want.tokens)).mean() > 0.95  # ties aside
 
 
 def test_a_context_window_hides_older_positions_and_confidence_is_the_drafts_odds(target):

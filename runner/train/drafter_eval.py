@@ -26,7 +26,8 @@ import mlx.core as mx
 import numpy as np
 
 from ..engine.checkpoint import load_model, load_tokenizer, read_args
-from ..engine.drafting.block_drafter import load_checkpoint_drafter, propose
+from ..engine.drafting.block_drafter import load_checkpoint_drafter
+from ..engine.drafting.drafter_pass import propose
 from ..prompts import read_prompts
 from ..unseen_text import fingerprint, unseen_prompts
 from .drafter_train import block_logits, position_weights, target_features

@@ -6,8 +6,8 @@
   positions n..n+k. No causal mask inside the block.
 - Block position i predicts token n+i through the target's own final norm and head
   (shared, never copied). The anchor's output is discarded.
-- `propose` is a pure function of the weights, a cached context (block_drafting.py's
-  `ContextCache`, accepted positions only) and the anchors.
+- A drafting pass (drafter_pass.py) is a pure function of the weights, a cached context
+  (drafter_context.py's `ContextCache`, accepted positions only) and the anchors.
 - Weights live in `<checkpoint>/block_drafter/` (safetensors + JSON config), a folder
   neither mlx-lm nor the target's loader reads.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -85,14 +85,27 @@ def select_features(normed: list, final: mx.array, layers: tuple[int, ...]) -> m
     return mx.concatenate([final if j == len(normed) else normed[j] for j in layers], axis=-1)
 
 
-def _rope(x: mx.array, positions: mx.array, theta: float) -> mx.array:
-    """Rotate-half RoPE over the whole head: x (B, heads, T, D), positions (B, T)."""
-    half = x.shape[-1] // 2
+def rope_tables(positions: mx.array, theta: float, dim: int) -> tuple[mx.array, mx.array]:
+    """Rotate-half RoPE over a whole head of `dim`: (cos, sin), each (B, 1, T, dim / 2)."""
+    half = dim // 2
     freqs = theta ** (-mx.arange(0, half, dtype=mx.float32) / half)
-    ang = positions.astype(mx.float32)[:, None, :, None] * freqs  # (B, 1, T, half)
-    cos, sin = mx.cos(ang), mx.sin(ang)
+    ang = positions.astype(mx.float32)[:, None, :, None] * freqs
+    return mx.cos(ang), mx.sin(ang)
+
+
+def rotate(x: mx.array, tables: tuple[mx.array, mx.array]) -> mx.array:
+    """x (B, heads, T, D) rotated by rope_tables' (cos, sin)."""
+    (cos, sin), half = tables, x.shape[-1] // 2
     a, b = x[..., :half], x[..., half:]
     return mx.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+
+def block_mask(visible: mx.array, T: int, dtype) -> mx.array:
+    """visible (B, 1, S) context keys each block may read -> the additive (B, 1, T, S + T)
+    mask of a block of T rows, which reads all of itself."""
+    B, S = visible.shape[0], visible.shape[-1]
+    allowed = mx.concatenate([mx.broadcast_to(visible, (B, T, S)), mx.ones((B, T, T), mx.bool_)], -1)
+    return mx.where(allowed, 0.0, -1e9)[:, None].astype(dtype)
 
 
 class DrafterAttention(nn.Module):
@@ -113,24 +126,19 @@ class DrafterAttention(nn.Module):
 
     def kv(self, x: mx.array, positions: mx.array) -> tuple[mx.array, mx.array]:
         """x (B, S, H) at positions (B, S) -> keys, values (B, kv_heads, S, D)."""
-        k = _rope(
-            self.k_norm(self._heads(self.k_proj(x), self.cfg.num_kv_heads)), positions, self.cfg.rope_theta
-        )
+        k = self.k_norm(self._heads(self.k_proj(x), self.cfg.num_kv_heads))
+        k = rotate(k, rope_tables(positions, self.cfg.rope_theta, self.cfg.head_dim))
         return k, self._heads(self.v_proj(x), self.cfg.num_kv_heads)
 
     def __call__(self, x, positions, ctx_k, ctx_v, visible) -> mx.array:
         """x (B, T, H) block rows; ctx_k/v (B, kv, S, D); visible (B, 1, S) bool: context
         keys each block may read. The block reads all of itself."""
         B, T, _ = x.shape
-        q = _rope(
-            self.q_norm(self._heads(self.q_proj(x), self.cfg.num_heads)), positions, self.cfg.rope_theta
-        )
+        q = self.q_norm(self._heads(self.q_proj(x), self.cfg.num_heads))
+        q = rotate(q, rope_tables(positions, self.cfg.rope_theta, self.cfg.head_dim))
         bk, bv = self.kv(x, positions)
         keys, values = mx.concatenate([ctx_k, bk], axis=2), mx.concatenate([ctx_v, bv], axis=2)
-        allowed = mx.concatenate(
-            [mx.broadcast_to(visible, (B, T, visible.shape[-1])), mx.ones((B, T, T), mx.bool_)], -1
-        )
-        mask = mx.where(allowed, 0.0, -1e9)[:, None].astype(q.dtype)  # (B, 1, T, S + T)
+        mask = block_mask(visible, T, q.dtype)
         out = mx.fast.scaled_dot_product_attention(q, keys, values, scale=self.cfg.head_dim**-0.5, mask=mask)
         return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, T, -1))
 
@@ -187,37 +195,6 @@ class BlockDrafter(nn.Module):
 def draft_logits(target, hidden: mx.array) -> mx.array:
     """Drafter hidden (..., H) -> logits through the target's final norm and head."""
     return target.head(target.norm(hidden))
-
-
-class Proposal(NamedTuple):
-    tokens: mx.array  # (R, k) int32 greedy drafts
-    logits: mx.array  # (R, k, V) float32: the draft distribution q before any temperature
-
-
-def propose(
-    drafter: BlockDrafter,
-    target,
-    ctx: LayerContext,
-    ctx_len: mx.array,
-    anchors: mx.array,
-    k: int,
-    anchor_positions: Optional[mx.array] = None,
-) -> Proposal:
-    """k drafts for each of R rows. ctx: each layer's cached context keys/values
-    (R, kv_heads, S, D) with row r's first ctx_len[r] entries valid (ContextCache.gather);
-    anchors (R,): each row's last committed token, at anchor_positions[r] (default
-    ctx_len[r]: a context from position 0). A drafter with a context_window reads only the
-    last context_window entries. Pure: reads its arguments only, returns lazy arrays."""
-    S = ctx[0][0].shape[2]
-    at = ctx_len if anchor_positions is None else anchor_positions
-    positions = at[:, None] + mx.arange(k + 1, dtype=mx.int32)[None]
-    index = mx.arange(S, dtype=mx.int32)[None, :]
-    visible = index < ctx_len[:, None]
-    if drafter.cfg.context_window:
-        visible = visible & (index >= ctx_len[:, None] - drafter.cfg.context_window)
-    hidden = drafter(drafter.block_inputs(target, anchors, k), positions, ctx, visible[:, None])
-    logits = draft_logits(target, hidden[:, 1:]).astype(mx.float32)
-    return Proposal(mx.argmax(logits, axis=-1).astype(mx.int32), logits)
 
 
 def drafter_dir(checkpoint: Path) -> Path:

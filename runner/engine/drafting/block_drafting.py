@@ -30,9 +30,10 @@ from ..model import Model
 from ..sampler import probs, sample
 from ..sequence import Sequence
 from .acceptance import conditional
-from .block_drafter import Proposal, load_checkpoint_drafter, measured_acceptance, propose
+from .block_drafter import load_checkpoint_drafter, measured_acceptance
 from .drafter import TargetOutputs
 from .drafter_context import CONTEXT_BUCKET, ContextCache
+from .drafter_pass import FusedDrafter, Proposal
 from .tree import TREE_DEPTH, second_choices
 
 
@@ -65,6 +66,7 @@ class BlockDrafting:
         """tree: the most branch leaves a lone row's drafts may grow (tree.py; 0: chains)."""
         self.target, self.tree = target, tree
         self.drafter = load_checkpoint_drafter(checkpoint_dir, target.args)
+        self.fused = FusedDrafter(self.drafter)  # the drafter's pass in inference layout
         self.prior_acceptance = conditional(measured_acceptance(checkpoint_dir))
         self.cache = ContextCache(self.drafter, compile)
         self._compile = compile
@@ -77,7 +79,7 @@ class BlockDrafting:
         if k not in self._proposers:
 
             def fn(ctx, lens, anchors, ends):
-                return tuple(propose(self.drafter, self.target, ctx, lens, anchors, k, ends))
+                return tuple(self.fused.propose(self.target, ctx, lens, anchors, k, ends))
 
             self._proposers[k] = mx.compile(fn) if self._compile else fn
         return self._proposers[k]

@@ -1,0 +1,106 @@
+"""One block-drafter pass: k drafts for each of R rows from their cached contexts.
+
+- `propose` runs the drafter's modules as training has them (block_drafter.py).
+- `FusedDrafter.propose` is the same function from inference-layout copies of the weights,
+  for the engine: each layer's q, k and v projections as one product and its gate and up
+  projections as another, weights pre-transposed (a transpose is a graph node of its own
+  every pass), and the rotary tables and the attention mask built once a pass for every
+  layer. On MLX's CPU backend each kernel costs microseconds whatever its size, and a
+  drafter pass is a few hundred small ones. Summation order aside, the two give the same
+  logits (a test holds them together).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from .block_drafter import BlockDrafter, LayerContext, block_mask, draft_logits, rope_tables, rotate
+
+
+class Proposal(NamedTuple):
+    tokens: mx.array  # (R, k) int32 greedy drafts
+    logits: mx.array  # (R, k, V) float32: the draft distribution q before any temperature
+
+
+def _positions_and_visible(
+    drafter: BlockDrafter, ctx: LayerContext, ctx_len: mx.array, k: int, anchor_positions
+) -> tuple[mx.array, mx.array]:
+    """The block's positions (R, k + 1) and the context entries it reads (R, 1, S)."""
+    S = ctx[0][0].shape[2]
+    at = ctx_len if anchor_positions is None else anchor_positions
+    positions = at[:, None] + mx.arange(k + 1, dtype=mx.int32)[None]
+    index = mx.arange(S, dtype=mx.int32)[None, :]
+    visible = index < ctx_len[:, None]
+    if drafter.cfg.context_window:
+        visible = visible & (index >= ctx_len[:, None] - drafter.cfg.context_window)
+    return positions, visible[:, None]
+
+
+def _proposal(target, hidden: mx.array) -> Proposal:
+    logits = draft_logits(target, hidden[:, 1:]).astype(mx.float32)  # the anchor's row is dropped
+    return Proposal(mx.argmax(logits, axis=-1).astype(mx.int32), logits)
+
+
+def propose(
+    drafter: BlockDrafter,
+    target,
+    ctx: LayerContext,
+    ctx_len: mx.array,
+    anchors: mx.array,
+    k: int,
+    anchor_positions: Optional[mx.array] = None,
+) -> Proposal:
+    """k drafts for each of R rows. ctx: each layer's cached context keys/values
+    (R, kv_heads, S, D) with row r's first ctx_len[r] entries valid (ContextCache.gather);
+    anchors (R,): each row's last committed token, at anchor_positions[r] (default
+    ctx_len[r]: a context from position 0). A drafter with a context_window reads only the
+    last context_window entries. Pure: reads its arguments only, returns lazy arrays."""
+    positions, visible = _positions_and_visible(drafter, ctx, ctx_len, k, anchor_positions)
+    return _proposal(target, drafter(drafter.block_inputs(target, anchors, k), positions, ctx, visible))
+
+
+class FusedDrafter:
+    """propose's function from inference-layout weights, copied once (never trained)."""
+
+    def __init__(self, drafter: BlockDrafter):
+        self.drafter = drafter
+        self.layers = []
+        for layer in drafter.layers:
+            a, mlp = layer.self_attn, layer.mlp
+            qkv = mx.concatenate([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])
+            gate_up = mx.concatenate([mlp.gate_proj.weight, mlp.up_proj.weight])
+            weights = tuple(mx.contiguous(w.T) for w in (qkv, a.o_proj.weight, gate_up, mlp.down_proj.weight))
+            mx.eval(weights)
+            self.layers.append((layer, weights))
+
+    def propose(
+        self,
+        target,
+        ctx: LayerContext,
+        ctx_len: mx.array,
+        anchors: mx.array,
+        k: int,
+        anchor_positions: Optional[mx.array] = None,
+    ) -> Proposal:
+        """As `propose` (same arguments but the drafter)."""
+        cfg = self.drafter.cfg
+        positions, visible = _positions_and_visible(self.drafter, ctx, ctx_len, k, anchor_positions)
+        h = self.drafter.block_inputs(target, anchors, k)
+        B, T, _ = h.shape
+        D, nh, nkv = cfg.head_dim, cfg.num_heads, cfg.num_kv_heads
+        tables = rope_tables(positions, cfg.rope_theta, D)
+        mask = block_mask(visible, T, h.dtype)
+        for (layer, (qkv, o, gate_up, down)), (ctx_k, ctx_v) in zip(self.layers, ctx):
+            attn = layer.self_attn
+            p = (layer.input_layernorm(h) @ qkv).reshape(B, T, nh + 2 * nkv, D).transpose(0, 2, 1, 3)
+            q = rotate(attn.q_norm(p[:, :nh]), tables)
+            keys = mx.concatenate([ctx_k, rotate(attn.k_norm(p[:, nh : nh + nkv]), tables)], axis=2)
+            values = mx.concatenate([ctx_v, p[:, nh + nkv :]], axis=2)
+            out = mx.fast.scaled_dot_product_attention(q, keys, values, scale=D**-0.5, mask=mask)
+            h = h + out.transpose(0, 2, 1, 3).reshape(B, T, -1) @ o
+            g, u = mx.split(layer.post_attention_layernorm(h) @ gate_up, 2, axis=-1)
+            h = h + (nn.silu(g) * u) @ down
+        return _proposal(target, h)
