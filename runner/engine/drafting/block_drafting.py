@@ -33,7 +33,7 @@ from .acceptance import conditional
 from .block_drafter import load_checkpoint_drafter, measured_acceptance
 from .drafter import TargetOutputs
 from .drafter_context import CONTEXT_BUCKET, ContextCache
-from .drafter_pass import FusedDrafter, Proposal
+from .drafter_pass import FusedDrafter, Proposal, propose
 from .tree import TREE_DEPTH, second_choices
 
 
@@ -79,7 +79,7 @@ class BlockDrafting:
         if k not in self._proposers:
 
             def fn(ctx, lens, anchors, ends):
-                return tuple(self.fused.propose(self.target, ctx, lens, anchors, k, ends))
+                return tuple(propose(self.fused, self.target, ctx, lens, anchors, k, ends))
 
             self._proposers[k] = mx.compile(fn) if self._compile else fn
         return self._proposers[k]

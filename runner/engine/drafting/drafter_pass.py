@@ -1,8 +1,8 @@
 """One block-drafter pass: k drafts for each of R rows from their cached contexts.
 
-- `propose` runs the drafter's modules as training has them (block_drafter.py).
-- `FusedDrafter.propose` is the same function from inference-layout copies of the weights,
-  for the engine: each layer's q, k and v projections as one product and its gate and up
+- `propose` runs a drafter: the modules as training has them (block_drafter.py), or
+  `FusedDrafter`, the same function from inference-layout copies of the weights, which the
+  engine runs: each layer's q, k and v projections as one product and its gate and up
   projections as another, weights pre-transposed (a transpose is a graph node of its own
   every pass), and the rotary tables and the attention mask built once a pass for every
   layer. On MLX's CPU backend each kernel costs microseconds whatever its size, and a
@@ -25,27 +25,8 @@ class Proposal(NamedTuple):
     logits: mx.array  # (R, k, V) float32: the draft distribution q before any temperature
 
 
-def _positions_and_visible(
-    drafter: BlockDrafter, ctx: LayerContext, ctx_len: mx.array, k: int, anchor_positions
-) -> tuple[mx.array, mx.array]:
-    """The block's positions (R, k + 1) and the context entries it reads (R, 1, S)."""
-    S = ctx[0][0].shape[2]
-    at = ctx_len if anchor_positions is None else anchor_positions
-    positions = at[:, None] + mx.arange(k + 1, dtype=mx.int32)[None]
-    index = mx.arange(S, dtype=mx.int32)[None, :]
-    visible = index < ctx_len[:, None]
-    if drafter.cfg.context_window:
-        visible = visible & (index >= ctx_len[:, None] - drafter.cfg.context_window)
-    return positions, visible[:, None]
-
-
-def _proposal(target, hidden: mx.array) -> Proposal:
-    logits = draft_logits(target, hidden[:, 1:]).astype(mx.float32)  # the anchor's row is dropped
-    return Proposal(mx.argmax(logits, axis=-1).astype(mx.int32), logits)
-
-
 def propose(
-    drafter: BlockDrafter,
+    drafter: "BlockDrafter | FusedDrafter",
     target,
     ctx: LayerContext,
     ctx_len: mx.array,
@@ -58,15 +39,24 @@ def propose(
     anchors (R,): each row's last committed token, at anchor_positions[r] (default
     ctx_len[r]: a context from position 0). A drafter with a context_window reads only the
     last context_window entries. Pure: reads its arguments only, returns lazy arrays."""
-    positions, visible = _positions_and_visible(drafter, ctx, ctx_len, k, anchor_positions)
-    return _proposal(target, drafter(drafter.block_inputs(target, anchors, k), positions, ctx, visible))
+    S = ctx[0][0].shape[2]
+    at = ctx_len if anchor_positions is None else anchor_positions
+    positions = at[:, None] + mx.arange(k + 1, dtype=mx.int32)[None]
+    index = mx.arange(S, dtype=mx.int32)[None, :]
+    visible = index < ctx_len[:, None]
+    if drafter.cfg.context_window:
+        visible = visible & (index >= ctx_len[:, None] - drafter.cfg.context_window)
+    hidden = drafter(drafter.block_inputs(target, anchors, k), positions, ctx, visible[:, None])
+    logits = draft_logits(target, hidden[:, 1:]).astype(mx.float32)  # the anchor's row is dropped
+    return Proposal(mx.argmax(logits, axis=-1).astype(mx.int32), logits)
 
 
 class FusedDrafter:
-    """propose's function from inference-layout weights, copied once (never trained)."""
+    """A BlockDrafter's function from inference-layout copies of its weights (made once,
+    never trained): called as the drafter is, by `propose`."""
 
     def __init__(self, drafter: BlockDrafter):
-        self.drafter = drafter
+        self.drafter, self.cfg = drafter, drafter.cfg
         self.layers = []
         for layer in drafter.layers:
             a, mlp = layer.self_attn, layer.mlp
@@ -76,20 +66,12 @@ class FusedDrafter:
             mx.eval(weights)
             self.layers.append((layer, weights))
 
-    def propose(
-        self,
-        target,
-        ctx: LayerContext,
-        ctx_len: mx.array,
-        anchors: mx.array,
-        k: int,
-        anchor_positions: Optional[mx.array] = None,
-    ) -> Proposal:
-        """As `propose` (same arguments but the drafter)."""
-        cfg = self.drafter.cfg
-        positions, visible = _positions_and_visible(self.drafter, ctx, ctx_len, k, anchor_positions)
-        h = self.drafter.block_inputs(target, anchors, k)
-        B, T, _ = h.shape
+    def block_inputs(self, target, anchors: mx.array, k: int) -> mx.array:
+        return self.drafter.block_inputs(target, anchors, k)
+
+    def __call__(self, h: mx.array, positions: mx.array, ctx: LayerContext, visible: mx.array) -> mx.array:
+        """As BlockDrafter.__call__: block rows (B, T, H) -> drafter hidden (B, T, H)."""
+        cfg, (B, T, _) = self.cfg, h.shape
         D, nh, nkv = cfg.head_dim, cfg.num_heads, cfg.num_kv_heads
         tables = rope_tables(positions, cfg.rope_theta, D)
         mask = block_mask(visible, T, h.dtype)
@@ -103,4 +85,4 @@ class FusedDrafter:
             h = h + out.transpose(0, 2, 1, 3).reshape(B, T, -1) @ o
             g, u = mx.split(layer.post_attention_layernorm(h) @ gate_up, 2, axis=-1)
             h = h + (nn.silu(g) * u) @ down
-        return _proposal(target, h)
+        return h
