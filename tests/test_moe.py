@@ -9,20 +9,9 @@ import pytest
 
 from runner.engine import moe
 from runner.engine.config import ModelArgs
+from runner.train.random_init import BASE_CONFIG
 
-ARGS = ModelArgs(
-    model_type="glm4_moe",
-    vocab_size=64,
-    hidden_size=32,
-    intermediate_size=64,
-    moe_intermediate_size=16,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    num_key_value_heads=1,
-    head_dim=16,
-    n_routed_experts=8,
-    num_experts_per_tok=2,
-)
+ARGS = ModelArgs.from_dict(BASE_CONFIG)  # 8 routed experts, top 2
 
 
 # the last count's pairs (top-2) reach SORT_FROM_PAIRS: the sorted path

@@ -39,14 +39,11 @@ from .tree import TREE_DEPTH, second_choices
 
 def draft_confidence(logits: np.ndarray) -> np.ndarray:
     """Evaluated draft logits (R, k, V) -> (R, k): q of each greedy draft, the drafter's own
-    odds. On the host, a row at a time (its exps stay in cache): MLX's CPU build evaluates
-    exp element by element through libm, numpy's is vectorised."""
-    out = np.empty(logits.shape[:-1], np.float32)
-    for r, row in enumerate(logits):
-        e = row - row.max(axis=-1, keepdims=True)
-        np.exp(e, out=e)
-        out[r] = 1.0 / e.sum(axis=-1)
-    return out
+    odds. On the host: MLX's CPU build evaluates exp element by element through libm,
+    numpy's is vectorised."""
+    e = logits - logits.max(axis=-1, keepdims=True)
+    np.exp(e, out=e)
+    return 1.0 / e.sum(axis=-1)
 
 
 @dataclass
