@@ -7,8 +7,8 @@ from __future__ import annotations
 import mlx.core as mx
 import pytest
 
-from runner.engine import moe
 from runner.engine.config import ModelArgs
+from runner.engine.layers import moe
 from runner.train.random_init import BASE_CONFIG
 
 ARGS = ModelArgs.from_dict(BASE_CONFIG)  # 8 routed experts, top 2

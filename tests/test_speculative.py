@@ -152,7 +152,7 @@ def test_indexer_below_context_really_selects(engine_cache):
 def test_indexer_selection_equals_brute_force_topk():
     import mlx.core as mx
 
-    from runner.engine.indexer import topk_select
+    from runner.engine.layers.indexer import topk_select
 
     rng = np.random.default_rng(0)
     B, T, S, k = 2, 3, 20, 5

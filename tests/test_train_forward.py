@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from mlx.utils import tree_flatten
 
-from runner.engine.attention import apply_rope
 from runner.engine.checkpoint import load_model, read_args
+from runner.engine.layers.attention import apply_rope
+from runner.engine.layers.moe import MoE, StackedExperts
 from runner.engine.model import Capture
-from runner.engine.moe import MoE, StackedExperts
 from runner.train import loop, losses
 from runner.train.distill import distill_loss
 from runner.train.random_init import BASE_CONFIG, write_random_checkpoint

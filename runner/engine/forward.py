@@ -23,9 +23,9 @@ from typing import Optional
 
 import mlx.core as mx
 
-from .attention import rope_table
 from .cache import BlockPool, LayerKV
 from .drafting.block_drafter import select_features
+from .layers.attention import rope_table
 from .layout import COMPILE_MAX_TOKENS, PassContext
 from .model import Capture, Model
 

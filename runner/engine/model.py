@@ -18,12 +18,12 @@ from typing import Optional
 import mlx.core as mx
 import mlx.nn as nn
 
-from .attention import Attention
 from .cache import LayerKV
 from .config import ModelArgs
-from .indexer import Indexer, topk_select
+from .layers.attention import Attention
+from .layers.indexer import Indexer, topk_select
+from .layers.moe import MLP, Fused, MoE
 from .layout import PassContext
-from .moe import MLP, Fused, MoE
 
 
 @dataclass

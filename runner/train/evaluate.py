@@ -19,7 +19,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..engine.checkpoint import load_model, load_tokenizer, read_args
-from ..engine.indexer import topk_select
+from ..engine.layers.indexer import topk_select
 from ..prompts import read_prompts
 from . import corpus, data
 from .losses import causal_mask, cross_entropy, dense_attention, forward

@@ -23,8 +23,8 @@ import numpy as np
 
 from ..engine.checkpoint import save_checkpoint
 from ..engine.config import ModelArgs
+from ..engine.layers.moe import MoE
 from ..engine.model import Model
-from ..engine.moe import MoE
 from .losses import joint_loss
 from .random_init import BASE_CONFIG
 

@@ -24,7 +24,7 @@ import mlx.nn as nn
 from mlx.utils import tree_flatten, tree_unflatten
 
 from ..checkpoint import CheckpointError
-from ..moe import MLP
+from ..layers.moe import MLP
 
 DRAFTER_DIR = "block_drafter"
 WEIGHTS_FILE = "block_drafter.safetensors"

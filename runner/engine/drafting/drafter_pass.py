@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 import mlx.core as mx
-import mlx.nn as nn
 
+from ..layers import fast_math
 from .block_drafter import BlockDrafter, LayerContext, block_mask, draft_logits, rope_tables, rotate
 
 
@@ -81,8 +81,20 @@ class FusedDrafter:
             q = rotate(attn.q_norm(p[:, :nh]), tables)
             keys = mx.concatenate([ctx_k, rotate(attn.k_norm(p[:, nh : nh + nkv]), tables)], axis=2)
             values = mx.concatenate([ctx_v, p[:, nh + nkv :]], axis=2)
-            out = mx.fast.scaled_dot_product_attention(q, keys, values, scale=D**-0.5, mask=mask)
+            out = _attend(q, keys, values, mask, D**-0.5)
             h = h + out.transpose(0, 2, 1, 3).reshape(B, T, -1) @ o
             g, u = mx.split(layer.post_attention_layernorm(h) @ gate_up, 2, axis=-1)
-            h = h + (nn.silu(g) * u) @ down
+            h = h + (fast_math.silu(g) * u) @ down
         return h
+
+
+def _attend(q: mx.array, keys: mx.array, values: mx.array, mask: mx.array, scale: float) -> mx.array:
+    """Scaled dot-product attention as MLX's, its softmax from fast_math: q (B, nh, T, D),
+    keys and values (B, nkv, S, D), additive mask (B, 1, T, S) -> (B, nh, T, D). A KV head's
+    query heads ride along the rows of one product instead of broadcasting the keys."""
+    B, nh, T, D = q.shape
+    nkv = keys.shape[1]
+    rep = nh // nkv
+    scores = ((q * scale).reshape(B, nkv, rep * T, D) @ keys.swapaxes(-1, -2)).reshape(B, nkv, rep, T, -1)
+    p = fast_math.softmax(scores + mask[:, :, None]).astype(q.dtype)
+    return (p.reshape(B, nkv, rep * T, -1) @ values).reshape(B, nh, T, D)

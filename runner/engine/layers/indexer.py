@@ -14,9 +14,9 @@ from typing import Optional
 import mlx.core as mx
 import mlx.nn as nn
 
-from .cache import LayerKV
-from .config import ModelArgs
-from .layout import PassContext, RowGroup
+from ..cache import LayerKV
+from ..config import ModelArgs
+from ..layout import PassContext, RowGroup
 
 
 class Indexer(nn.Module):

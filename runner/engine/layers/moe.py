@@ -10,7 +10,8 @@ from typing import Optional
 import mlx.core as mx
 import mlx.nn as nn
 
-from .config import ModelArgs
+from ..config import ModelArgs
+from . import fast_math
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class MLP(nn.Module):
             return self.down_proj(nn.silu(self.gate_proj(x)) * self.up_proj(x))
         gate_up, down = self.fused.arrays
         g, u = mx.split(x @ gate_up, 2, axis=-1)
-        return (nn.silu(g) * u) @ down
+        return (fast_math.silu(g) * u) @ down
 
 
 def route(logits: mx.array, bias: mx.array, args: ModelArgs) -> tuple[mx.array, mx.array]:
@@ -133,6 +134,7 @@ class StackedExperts(nn.Module):
     def __call__(self, x: mx.array, inds: mx.array) -> mx.array:
         # x (..., H), inds (..., k) -> (..., k, H)
         gate_up, down = self.fused.arrays if self.fused is not None else self._operands()
+        silu = fast_math.silu if self.fused is not None else nn.silu
         dtype, shape, k = x.dtype, inds.shape, inds.shape[-1]
         if inds.size < SORT_FROM_PAIRS:
             # Few pairs: x (..., 1, 1, H) broadcasts against the indices, no row index needed.
@@ -140,16 +142,14 @@ class StackedExperts(nn.Module):
                 x[..., None, None, :].astype(gate_up.dtype), gate_up, rhs_indices=inds
             )  # (..., k, 1, 2I)
             g, u = mx.split(h, 2, axis=-1)
-            return mx.gather_mm(nn.silu(g) * u, down, rhs_indices=inds)[..., 0, :].astype(
-                dtype
-            )  # (..., k, H)
+            return mx.gather_mm(silu(g) * u, down, rhs_indices=inds)[..., 0, :].astype(dtype)  # (..., k, H)
         x = x.reshape(-1, 1, x.shape[-1]).astype(gate_up.dtype)  # (N, 1, H)
         # Sorted, contiguous runs per expert let gather_mm batch its matmuls.
         order = mx.argsort(inds.reshape(-1))
         idx, rows = inds.reshape(-1)[order], order // k
         h = mx.gather_mm(x, gate_up, lhs_indices=rows, rhs_indices=idx, sorted_indices=True)  # (N*k, 1, 2I)
         g, u = mx.split(h, 2, axis=-1)
-        y = mx.gather_mm(nn.silu(g) * u, down, rhs_indices=idx, sorted_indices=True)  # (N*k, 1, H)
+        y = mx.gather_mm(silu(g) * u, down, rhs_indices=idx, sorted_indices=True)  # (N*k, 1, H)
         return y[mx.argsort(order)].reshape(*shape, -1).astype(dtype)
 
 

@@ -15,9 +15,10 @@ from typing import Optional
 import mlx.core as mx
 import mlx.nn as nn
 
-from .cache import LayerKV
-from .config import ModelArgs
-from .layout import PassContext
+from ..cache import LayerKV
+from ..config import ModelArgs
+from ..layout import PassContext
+from . import fast_math
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,7 @@ class Attention(nn.Module):
         qg = (q * self.scale).reshape(B, T, nkv, rep, D).transpose(0, 2, 1, 3, 4).reshape(B, nkv, T * rep, D)
         scores = (qg @ kvg[:nkv].transpose(1, 0, 3, 2)).reshape(B, nkv, T, rep, -1)  # (B, nkv, T, rep, S)
         scores = mx.where(mask[:, :, :, None], scores, -mx.inf)
-        p = mx.softmax(scores, axis=-1, precise=True).reshape(B, nkv, T * rep, -1)
+        p = fast_math.softmax(scores).astype(scores.dtype).reshape(B, nkv, T * rep, -1)
         out = (p @ kvg[nkv:].transpose(1, 0, 2, 3)).reshape(B, nkv, T, rep, D)  # (B, nkv, T, rep, D)
         return out.transpose(0, 2, 1, 3, 4).reshape(B, T, nh, D)
 

@@ -1,0 +1,71 @@
+"""exp, softmax and SiLU from arithmetic MLX fuses, for the inference layout's passes.
+
+MLX's x86-64 CPU build evaluates `exp` one element at a time, each multiply-add a call
+to libm's `fmaf`, so the softmax of an attention read and the SiLU of a feed-forward
+cost far more per element than their matmuls at a verify pass's shapes (a block of
+drafts multiplies both by its length). Here e^x is 2^n e^r, r = x - n ln 2 in
+[-ln 2 / 2, ln 2 / 2]: 2^n written into a float's exponent bits, e^r a polynomial; inside
+a compiled pass these are plain multiply-adds fused into the pass's elementwise kernels.
+The result is within float32 rounding of e^x (a test bounds it); below 2^-126 it flushes
+to zero, so a masked score (-inf) still weighs exactly nothing.
+
+Only the inference layout (fused weights) calls these; training keeps MLX's own
+functions and their gradients.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mlx.core as mx
+import mlx.nn as nn
+
+LOG2E = 1.4426950408889634
+# ln 2 in two parts, the first exact in a few bits, so x - n ln 2 loses nothing to rounding
+# for any n a float32 exp can take (Cody and Waite's reduction).
+LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4
+# Below these sizes (elements) the few more kernels cost more than the slower exp: the
+# shapes are fixed when a pass is traced, so each traced shape takes one path.
+FAST_SOFTMAX_FROM = 2048
+FAST_SILU_FROM = 2048
+# e^r - 1 - r on |r| <= ln 2 / 2, as r^2 times a polynomial (highest power first): the
+# minimax fit of the Cephes library's expf.
+EXP_POLY = (
+    1.9875691500e-4,
+    1.3981999507e-3,
+    8.3334519073e-3,
+    4.1665795894e-2,
+    1.6666665459e-1,
+    5.0000001201e-1,
+)
+
+
+def exp(x: mx.array) -> mx.array:
+    """e^x in float32: 0 below about -87.7 (and for -inf), inf from about 88.4."""
+    x = mx.clip(x.astype(mx.float32), -127 * math.log(2), 128 * math.log(2))
+    n = mx.floor(x * LOG2E + 0.5)
+    r = x - n * LN2_HI - n * LN2_LO
+    p = EXP_POLY[0]
+    for c in EXP_POLY[1:]:
+        p = p * r + c
+    # 2^n written into the exponent bits: n = -127 gives 0.0, n = 128 inf.
+    scale = mx.left_shift(n.astype(mx.int32) + 127, 23).view(mx.float32)
+    return (p * (r * r) + r + 1.0) * scale
+
+
+def softmax(x: mx.array) -> mx.array:
+    """Softmax over the last axis, in float32 (as `mx.softmax(precise=True)`); MLX's own
+    below FAST_SOFTMAX_FROM elements."""
+    x = x.astype(mx.float32)
+    if x.size < FAST_SOFTMAX_FROM:
+        return mx.softmax(x, axis=-1, precise=True)
+    e = exp(x - mx.max(x, axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def silu(x: mx.array) -> mx.array:
+    """x sigmoid(x) = x / (1 + e^-x), in x's dtype; e^-x past 2^128 gives -0 (the limit).
+    MLX's own below FAST_SILU_FROM elements."""
+    if x.size < FAST_SILU_FROM:
+        return nn.silu(x)
+    return (x / (1.0 + exp(-x))).astype(x.dtype)
