@@ -84,3 +84,23 @@ def test_the_unseen_text_set_runs_and_names_its_packages(capsys):
     out = capsys.readouterr().out
     assert "prompts of 48 tokens" in out and "from the unseen-text prompts (jinja2 " in out
     assert re.search(r"\d+ prompts sha256 [0-9a-f]{12}\)", out)
+
+
+def test_the_exp_bench_times_every_pass_shape_both_ways(capsys):
+    """A real (tiny) run: a line per pass shape, the block drafter's included, each with
+    both engines' times and the paired ratio's median and spread."""
+    assert not cli_main(["bench", "--no-openblas", "--exp", "--rounds", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    row = re.compile(r"^(.+?)\s+(\d+\.\d\d)\s+(\d+\.\d\d)\s+(\d+\.\d{3})x \[(\d+\.\d{3}), (\d+\.\d{3})\]$")
+    rows = {m.group(1): m.groups()[1:] for m in map(row.match, lines) if m}
+    assert set(rows) == {
+        "1 row x 1 token",
+        "1 row x 5 tokens",
+        "1 row x 9 tokens",
+        "4 rows x 1 token",
+        "4 rows x 9 tokens",
+        "drafter, 1 row x 8 drafts",
+        "drafter, 4 rows x 8 drafts",
+    }
+    for mlx_ms, fused_ms, median, p10, p90 in rows.values():
+        assert float(mlx_ms) > 0 and float(fused_ms) > 0 and float(p10) <= float(median) <= float(p90)

@@ -5,7 +5,9 @@ batch 1, aggregate decode tok/s at batch 4, prefill tok/s for a 512-token prompt
 `runner bench --mtp` is the drafting A/B (off vs each drafting arm at 1 and 4 sequences:
 the MTP layer at k = 1 and chained, the block drafter, the adaptive policy; see mtp_ab.py);
 `runner bench --pass-cost` times a drafting pass against a plain one for the
-checkpoint's shape at several main-layer counts (what acceptance drafting needs).
+checkpoint's shape at several main-layer counts (what acceptance drafting needs);
+`runner bench --exp` times the passes a drafting run computes with fast_math's exp against
+MLX's own (exp_ab.py).
 Systems and arms are interleaved within each round so machine drift hits all alike.
 """
 
@@ -36,6 +38,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="time a drafting pass against a plain one for the checkpoint's shape with "
         "--layers main layers (random weights)",
+    )
+    p.add_argument(
+        "--exp",
+        action="store_true",
+        help="time plain, verify and block-drafter passes computing exp from fused arithmetic "
+        "against MLX's own exp, side by side",
     )
     p.add_argument(
         "--layers",
@@ -104,6 +112,10 @@ def main(args: argparse.Namespace) -> int:
             from .pass_cost import run
 
             run(args.model, args.rounds, layers)
+        elif args.exp:
+            from .exp_ab import run
+
+            run(args.model, args.rounds)
         elif args.mtp:
             from .mtp_ab import ArmError, run
 

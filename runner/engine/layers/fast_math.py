@@ -16,6 +16,8 @@ functions and their gradients.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from typing import Iterator
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -40,6 +42,21 @@ EXP_POLY = (
 )
 
 
+_mlx_only = False
+
+
+@contextmanager
+def mlx_functions() -> Iterator[None]:
+    """Passes traced inside it compute softmax and SiLU with MLX's own exp at every size:
+    the baseline of `runner bench --exp` (a compiled pass keeps what it traced)."""
+    global _mlx_only
+    before, _mlx_only = _mlx_only, True
+    try:
+        yield
+    finally:
+        _mlx_only = before
+
+
 def exp(x: mx.array) -> mx.array:
     """e^x in float32: 0 below about -87.7 (and for -inf), inf from about 88.4."""
     x = mx.clip(x.astype(mx.float32), -127 * math.log(2), 128 * math.log(2))
@@ -57,7 +74,7 @@ def softmax(x: mx.array) -> mx.array:
     """Softmax over the last axis, in float32 (as `mx.softmax(precise=True)`); MLX's own
     below FAST_SOFTMAX_FROM elements."""
     x = x.astype(mx.float32)
-    if x.size < FAST_SOFTMAX_FROM:
+    if x.size < FAST_SOFTMAX_FROM or _mlx_only:
         return mx.softmax(x, axis=-1, precise=True)
     e = exp(x - mx.max(x, axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
@@ -66,6 +83,6 @@ def softmax(x: mx.array) -> mx.array:
 def silu(x: mx.array) -> mx.array:
     """x sigmoid(x) = x / (1 + e^-x), in x's dtype; e^-x past 2^128 gives -0 (the limit).
     MLX's own below FAST_SILU_FROM elements."""
-    if x.size < FAST_SILU_FROM:
+    if x.size < FAST_SILU_FROM or _mlx_only:
         return nn.silu(x)
     return (x / (1.0 + exp(-x))).astype(x.dtype)
