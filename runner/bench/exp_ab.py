@@ -49,18 +49,18 @@ def _drafter_pass(engine, rows: int):
     drafting.cache.settle(ids)
     ctx, lens, ends = drafting.cache.gather(ids)
     anchors = mx.ones((rows,), mx.int32)
-    propose = drafting._proposer(DRAFTS)
+    propose = drafting.proposer(DRAFTS)
     return lambda: mx.eval(*propose(ctx, lens, anchors, ends))
 
 
-def _passes(engine) -> dict:
+def _passes(engine, with_drafter: bool) -> dict:
     per_row = -(-(CONTEXT + max(t for _, t in SHAPES)) // engine.pool.block_size)
     engine.pool.reserve(1 + sum(r for r, _ in SHAPES) * per_row)  # no pool growth between traces
     fns = {
         f"{r} row{'s' if r > 1 else ''} x {t} token{'s' if t > 1 else ''}": _target_pass(engine, r, t)
         for r, t in SHAPES
     }
-    if hasattr(engine.drafter, "cache"):
+    if with_drafter:
         for rows in (1, 4):
             fns[f"drafter, {rows} row{'s' if rows > 1 else ''} x {DRAFTS} drafts"] = _drafter_pass(
                 engine, rows
@@ -83,10 +83,10 @@ def run(model: str, rounds: int) -> None:
         knobs["drafter"] = "block"
     except ValueError:
         pass  # no block drafter: target passes only
-    engines = {}
+    engines, block = {}, "drafter" in knobs
     with fast_math.mlx_functions():
-        engines["mlx"] = _passes(Engine.from_pretrained(model, shelf=Shelf(), **knobs))
-    engines["fused"] = _passes(Engine.from_pretrained(model, shelf=Shelf(), **knobs))
+        engines["mlx"] = _passes(Engine.from_pretrained(model, shelf=Shelf(), **knobs), block)
+    engines["fused"] = _passes(Engine.from_pretrained(model, shelf=Shelf(), **knobs), block)
     print(machine_line())
     print(
         f"checkpoint {model}: each shape's passes alternate between an engine tracing MLX's exp and one "

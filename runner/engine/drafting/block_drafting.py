@@ -70,9 +70,10 @@ class BlockDrafting:
         self._proposers: dict[int, object] = {}  # k -> the drafter pass, compiled per k
         self._backlog: dict[int, Backlog] = {}  # row -> verified features not yet in its context
 
-    def _proposer(self, k: int):
-        """propose for k drafts, as one compiled graph per (rows, context bucket) shape
-        (warm traces them), or eager when the engine does not compile."""
+    def proposer(self, k: int):
+        """The drafter's pass for k drafts, called as (ctx, lens, anchors, ends) from
+        `cache.gather`: one compiled graph per (rows, context bucket) shape (warm traces
+        them), or eager when the engine does not compile."""
         if k not in self._proposers:
 
             def fn(ctx, lens, anchors, ends):
@@ -90,7 +91,7 @@ class BlockDrafting:
                 zero = mx.zeros((R, cfg.num_kv_heads, S, cfg.head_dim))
                 ints = mx.ones((R,), mx.int32)
                 for k in ks:
-                    mx.eval(self._proposer(k)([(zero, zero)] * cfg.num_layers, ints, ints, ints))
+                    mx.eval(self.proposer(k)([(zero, zero)] * cfg.num_layers, ints, ints, ints))
                     traced += 1
         return traced
 
@@ -112,7 +113,7 @@ class BlockDrafting:
         for rid in ids:
             self.cache.append(rid, fresh)
         ctx, lens, ends = self.cache.gather(ids)
-        out = Proposal(*self._proposer(k)(ctx, lens, mx.zeros((rows,), mx.int32), ends))
+        out = Proposal(*self.proposer(k)(ctx, lens, mx.zeros((rows,), mx.int32), ends))
         self.cache.settle(ids, out.tokens, out.logits)
         out.tokens.tolist(), draft_confidence(np.asarray(out.logits)).tolist()
         spent = time.perf_counter_ns() - t0
@@ -169,7 +170,7 @@ class BlockDrafting:
         ids = [s.request_id for s in seqs]
         ctx, lens, ends = self.cache.gather(ids)
         anchors = mx.array([s.tokens[-1] for s in seqs], mx.int32)
-        out = Proposal(*self._proposer(k)(ctx, lens, anchors, ends))
+        out = Proposal(*self.proposer(k)(ctx, lens, anchors, ends))
         self.cache.settle(ids, out.tokens, out.logits)  # one evaluation: contexts and drafts
         greedy, logits = out.tokens.tolist(), np.asarray(out.logits)  # a view, not a copy
         conf = draft_confidence(logits).tolist()
