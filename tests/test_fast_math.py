@@ -21,6 +21,16 @@ def test_exp_is_within_float32_rounding_of_mlx_exp(compiled):
     assert np.max(np.abs(ours - ref) / ref) < 3e-7
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_exp_of_nonpositive_scores_takes_the_lower_clip_only(compiled):
+    x = mx.concatenate([mx.linspace(-87.0, 0.0, 100_001), mx.array([-200.0, -math.inf])])
+    fn = mx.compile(lambda a: fast_math.exp(a, nonpositive=True)) if compiled else fast_math.exp
+    ours = np.array(fn(x) if compiled else fn(x, nonpositive=True))
+    ref = np.exp(np.array(x).astype(np.float64))
+    assert np.max(np.abs(ours[:-2] - ref[:-2]) / ref[:-2]) < 3e-7
+    assert ours[-2] == 0.0 and ours[-1] == 0.0
+
+
 def test_exp_flushes_what_float32_cannot_hold_normally():
     x = mx.array([-math.inf, -200.0, -88.8, 0.0, 89.0, math.inf])
     out = fast_math.exp(x).tolist()

@@ -4,9 +4,10 @@ MLX's x86-64 CPU build evaluates `exp` one element at a time, each multiply-add 
 to libm's `fmaf`, so the softmax of an attention read and the SiLU of a feed-forward
 cost far more per element than their matmuls at a verify pass's shapes (a block of
 drafts multiplies both by its length). Here e^x is 2^n e^r, r = x - n ln 2 in
-[-ln 2 / 2, ln 2 / 2]: 2^n written into a float's exponent bits, e^r a polynomial; inside
+[-ln 2 / 2, ln 2 / 2]: 2^n written into a float's exponent bits, e^r a quintic; inside
 a compiled pass these are plain multiply-adds fused into the pass's elementwise kernels.
-The result is within float32 rounding of e^x (a test bounds it); below 2^-126 it flushes
+The result is within a few float32 roundings of e^x (a test bounds it at 3e-7, under
+MLX's own exp's error on this build); below 2^-126 it flushes
 to zero, so a masked score (-inf) still weighs exactly nothing.
 
 Only the inference layout (fused weights) calls these; training keeps MLX's own
@@ -30,16 +31,19 @@ LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4
 # shapes are fixed when a pass is traced, so each traced shape takes one path.
 FAST_SOFTMAX_FROM = 2048
 FAST_SILU_FROM = 2048
-# e^r - 1 - r on |r| <= ln 2 / 2, as r^2 times a polynomial (highest power first): the
-# minimax fit of the Cephes library's expf.
+# (e^r - 1 - r) / r^2 on |r| <= ln 2 / 2 as a cubic (highest power first): a minimax fit
+# of the relative error of e^r, made by iteratively reweighted least squares (Lawson's
+# method) over Chebyshev nodes: two terms fewer than the Cephes library's expf, whose
+# extra accuracy the float32 result cannot keep anyway.
 EXP_POLY = (
-    1.9875691500e-4,
-    1.3981999507e-3,
-    8.3334519073e-3,
-    4.1665795894e-2,
-    1.6666665459e-1,
-    5.0000001201e-1,
+    8.31252524896052e-3,
+    4.189011430072312e-2,
+    1.6667114465297697e-1,
+    4.999923178297146e-1,
 )
+# Adding then subtracting 1.5 * 2^23 rounds a float32 of magnitude under 2^22 to the
+# nearest integer in two additions: `floor` is a libm call an element in MLX's CPU build.
+ROUNDER = 12582912.0
 
 
 _mlx_only = False
@@ -57,10 +61,13 @@ def mlx_functions() -> Iterator[None]:
         _mlx_only = before
 
 
-def exp(x: mx.array) -> mx.array:
-    """e^x in float32: 0 below about -87.7 (and for -inf), inf from about 88.4."""
-    x = mx.clip(x.astype(mx.float32), -127 * math.log(2), 128 * math.log(2))
-    n = mx.floor(x * LOG2E + 0.5)
+def exp(x: mx.array, nonpositive: bool = False) -> mx.array:
+    """e^x in float32: 0 below about -87.7 (and for -inf), inf from about 88.4.
+    nonpositive: x <= 0 is known (a softmax's shifted scores), so only the lower clip."""
+    x = x.astype(mx.float32)
+    low, high = -127 * math.log(2), 128 * math.log(2)
+    x = mx.maximum(x, low) if nonpositive else mx.clip(x, low, high)
+    n = (x * LOG2E + ROUNDER) - ROUNDER
     r = x - n * LN2_HI - n * LN2_LO
     p = EXP_POLY[0]
     for c in EXP_POLY[1:]:
@@ -76,7 +83,7 @@ def softmax(x: mx.array) -> mx.array:
     x = x.astype(mx.float32)
     if x.size < FAST_SOFTMAX_FROM or _mlx_only:
         return mx.softmax(x, axis=-1, precise=True)
-    e = exp(x - mx.max(x, axis=-1, keepdims=True))
+    e = exp(x - mx.max(x, axis=-1, keepdims=True), nonpositive=True)
     return e / e.sum(axis=-1, keepdims=True)
 
 
