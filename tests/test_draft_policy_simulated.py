@@ -1,11 +1,12 @@
 """The adaptive draft policy on a simulated machine: pass durations drawn from a cost
 curve per width, acceptance drawn per row, the engine's order of calls. It must find the
-best k alone, not lose batched, follow a machine that slows down, and step past a short
-draft length whose realized rate is vetoed."""
+best k alone, not lose batched, follow a machine that slows down, draft again after a slow
+spell, and step past a short draft length whose realized rate is vetoed."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from test_draft_policy import feed, policy
 
 from runner.engine.drafting.draft_policy import Branch, DraftPolicy, draft_lengths
@@ -34,15 +35,15 @@ def expected(width: int, k: int) -> float:
 
 
 def simulate(
-    p: DraftPolicy, width: int, passes: int, rng, slow_after: int = 10**9, cost=None
+    p: DraftPolicy, width: int, passes: int, rng, slow_after: int = 10**9, cost=None, spell=range(0)
 ) -> tuple[float, list[int]]:
     """Tokens per ns the policy achieves, and the k of each pass (cost: k -> ns, else the
-    width's curve)."""
+    width's curve; every pass 2x slower after slow_after and during the passes in spell)."""
     cost, tokens, ns, ks = cost or curve(width), 0, 0.0, []
     k = p.decide(width)
     for i in range(passes):
         nxt = p.decide(width)
-        d = cost(k) * rng.lognormal(0, 0.1) * (2 if i > slow_after else 1)
+        d = cost(k) * rng.lognormal(0, 0.1) * (2 if i > slow_after or i in spell else 1)
         if rng.random() < 0.02:
             d *= 5  # a neighbour's burst
         if nxt and not k:
@@ -110,3 +111,25 @@ def test_a_short_draft_vetoed_does_not_keep_adaptive_from_longer_ones_that_pay()
         p.realized.add(1, 1, 1, int(2.0e6))
     rate, ks = simulate(p, 1, 200, rng, cost=lambda k: 1e6 * (1 + (0.9 + 0.1 * k if k else 0)))
     assert 1 not in ks and max(ks) >= 4 and np.median(ks) >= 2
+
+
+# A block drafter alone: its pass costs about the same at every length, so one draft loses
+# where four or eight pay (about 1.3x passes without drafts here).
+def BLOCK(k: int) -> float:
+    return 1e6 * (1 + (0.9 + 0.1 * k if k else 0))
+
+
+@pytest.mark.parametrize("spell_start, seed", [(60, 0), (60, 2), (90, 0), (150, 0), (270, 3), (270, 5)])
+def test_a_slow_spell_while_drafting_does_not_stop_adaptive_drafting_after_it(spell_start, seed):
+    # A VM's speed moves by half from one minute to the next. The policy starts from a
+    # warm-up's costs (each length timed a few times, 10% off) and the drafter's acceptance;
+    # then 80 passes run 2x slower. Realized rates that never aged compared drafting passes
+    # of the spell with passes without drafts from before or after it: in these runs the
+    # vetoes outlived the spell and adaptive then ran mostly without drafts or with one.
+    rng = np.random.default_rng(seed)
+    p = DraftPolicy("adaptive", None, 8, prior=CHAIN)
+    feed(p, 1, {k: BLOCK(k) * (1 + 0.1 * rng.standard_normal()) for k in draft_lengths(8)}, n=6)
+    rate, ks = simulate(p, 1, 900, rng, cost=BLOCK, spell=range(spell_start, spell_start + 80))
+    after = ks[spell_start + 300 :]
+    assert np.mean([k >= 2 for k in after]) >= 0.8
+    assert rate >= 1.0 / 1e6  # not below passes without drafts (1 token a ms), spell included

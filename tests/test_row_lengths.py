@@ -193,6 +193,42 @@ def test_alone_where_the_costs_would_not_draft_a_length_that_realized_more_runs(
             assert k == 0 and policy.reason.startswith("k 0: k 1 realized")
 
 
+def test_the_bar_of_passes_without_drafts_lapses_while_drafting_runs():
+    """A VM's speed moves from one minute to the next: passes without drafts measured long
+    before the drafting passes they are compared with can veto (or keep) a length for the
+    machine's sake. After a few hundred passes of drafting the bar has lapsed, and the
+    policy measures passes without drafts afresh before it keeps drafting."""
+    from runner.engine.drafting.draft_policy import DraftPolicy
+
+    policy = DraftPolicy("adaptive", None, draft_tokens=8, prior=(0.9,) * 8)
+    for _ in range(12):
+        for k, ms in ((0, 1.0), (4, 2.0), (8, 2.5)):
+            policy.width(1).observe(k, int(ms * 1e6))
+    _run_regime(policy, 1, 0, 1.0, (), 10)
+    assert policy.decide(1) in (4, 8)
+    passes = 0
+    while policy.realized.rate(1, 0) is not None:
+        _run_regime(policy, 1, 8, 2.5, (0,) * 8 + (1,), 1)  # nine tokens a pass: pays
+        passes += 1
+    assert 100 <= passes <= 400
+    assert policy.decide(1) == 0 and "set the bar" in policy.reason
+
+
+def test_one_burst_in_a_short_window_does_not_veto_a_length():
+    """A neighbour's burst on a shared machine can make one pass several times slower: it
+    counts as at most CLIP times its regime's mean."""
+    from runner.engine.drafting.realized import CLIP, MIN_PASSES
+
+    r = RealizedRates()
+    for _ in range(MIN_PASSES):
+        r.add(1, 0, 1, 10_000_000)  # 100 tok/s
+    for _ in range(MIN_PASSES):
+        r.add(1, 4, 3, 20_000_000)  # 150 tok/s
+    r.add(1, 4, 3, 200_000_000)  # one pass ten times slower: counted whole, 75 tok/s
+    assert r.veto(1, 4) == "" and r.rate(1, 4) > r.rate(1, 0)
+    assert r.rate(1, 4) == pytest.approx(3 / 20e-3 * (MIN_PASSES + 1) / (MIN_PASSES + CLIP), rel=0.02)
+
+
 def test_a_pass_whose_step_drafted_for_the_next_is_no_pass_without_drafts():
     """A k = 0 pass whose step ran the drafter (for a next pass that drafts, or drafts all
     cut) costs drafting's price: counting it as a pass without drafts lowered the bar that
@@ -236,23 +272,22 @@ def test_a_pass_after_one_verifying_several_drafts_is_never_launched_ahead():
     assert sum(p.drafted > 0 for p in passes) > 5 and eng.launcher.passes_queued > 0
 
 
-def test_a_vetoed_length_is_not_explored_again_until_its_rate_is_stale():
+def test_a_vetoed_length_is_not_explored_again_until_its_rate_lapses():
     """An exploring window of a length that realized less than passes without drafts costs a
-    few slow passes and tells nothing new; after STALE_AFTER passes of the width without
-    one of its own, its rate is forgotten and it may be measured afresh."""
+    few slow passes and tells nothing new while the comparison is recent; once the width's
+    later passes have aged its rate away (a few hundred), it may be measured afresh."""
     from runner.engine.drafting.draft_policy import DraftPolicy
-    from runner.engine.drafting.realized import STALE_AFTER
 
     r = RealizedRates()
     for _ in range(10):
         r.add(4, 0, 4, 10_000_000)
         r.add(4, 8, 8, 40_000_000)
     assert r.veto(4, 8)
-    for _ in range(STALE_AFTER):
+    held = 0
+    while r.veto(4, 8):
         r.add(4, 0, 4, 10_000_000)
-    assert r.veto(4, 8) and r.rate(4, 0) is not None
-    r.add(4, 0, 4, 10_000_000)
-    assert r.rate(4, 8) is None and r.veto(4, 8) == ""
+        held += 1
+    assert 100 <= held <= 400 and r.rate(4, 8) is None and r.rate(4, 0) is not None
 
     policy = DraftPolicy("adaptive", None, draft_tokens=8)
     for _ in range(10):
