@@ -97,6 +97,12 @@ def test_simulated_adaptive_follows_a_machine_that_slows_down():
     assert np.median(ks[600:]) >= 4 and rate >= 0.9 * fixed
 
 
+# A block drafter alone: its pass costs about the same at every length, so one draft loses
+# where four or eight pay (about 1.3x passes without drafts here).
+def BLOCK(k: int) -> float:
+    return 1e6 * (1 + (0.9 + 0.1 * k if k else 0))
+
+
 def test_a_short_draft_vetoed_does_not_keep_adaptive_from_longer_ones_that_pay():
     # As the block drafter alone on an EPYC VM (unseen prompts): its pass costs about the
     # same at every length, so one draft loses where four or eight pay. Side by side, k = 1
@@ -104,19 +110,19 @@ def test_a_short_draft_vetoed_does_not_keep_adaptive_from_longer_ones_that_pay()
     # backlog flushed into the drafter's context when drafting resumes, was below passes
     # without drafts: the veto held k = 0 while the model, still keeping 1, re-measured 0
     # beside it and never climbed to 2, 4 or 8 (0 in 1852 of 1875 passes).
-    p, rng = policy("adaptive", 8), np.random.default_rng(0)
-    feed(p, 1, {0: 1.0e6, 1: 1.3e6}, n=5)  # MIN_SIDE comparisons: priced, not settled
-    for _ in range(20):
-        p.realized.add(1, 0, 1, int(1.0e6))
-        p.realized.add(1, 1, 1, int(2.0e6))
-    rate, ks = simulate(p, 1, 200, rng, cost=lambda k: 1e6 * (1 + (0.9 + 0.1 * k if k else 0)))
-    assert 1 not in ks and max(ks) >= 4 and np.median(ks) >= 2
-
-
-# A block drafter alone: its pass costs about the same at every length, so one draft loses
-# where four or eight pay (about 1.3x passes without drafts here).
-def BLOCK(k: int) -> float:
-    return 1e6 * (1 + (0.9 + 0.1 * k if k else 0))
+    # Which lengths a short window's noisy realized rates veto varies from seed to seed (a
+    # block of drafts commits one token to k + 1 a pass), so this holds over ten.
+    rates = []
+    for seed in range(10):
+        p, rng = policy("adaptive", 8), np.random.default_rng(seed)
+        feed(p, 1, {0: 1.0e6, 1: 1.3e6}, n=5)  # MIN_SIDE comparisons: priced, not settled
+        for _ in range(20):
+            p.realized.add(1, 0, 1, int(1.0e6))
+            p.realized.add(1, 1, 1, int(2.0e6))
+        rate, ks = simulate(p, 1, 600, rng, cost=BLOCK)
+        assert 1 not in ks[:200] and max(ks) >= 4
+        rates.append(rate * 1e6)  # tokens a ms: passes without drafts make 1 / NOISE_MEAN
+    assert np.mean(rates) >= 1.05 and min(rates) >= 0.95
 
 
 @pytest.mark.parametrize("spell_start, seed", [(60, 0), (60, 2), (90, 0), (150, 0), (270, 3), (270, 5)])

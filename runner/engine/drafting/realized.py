@@ -17,10 +17,7 @@ it belongs to included; a rate whose weight has aged below LAPSE is forgotten. T
 policy measures passes without drafts afresh before it keeps drafting (the bar lapses
 every few hundred passes of drafting), and a vetoed length may be explored again. A pass
 far slower than its regime's mean (a neighbour's burst on a shared machine) counts as
-CLIP times that mean, and a veto needs the gap to exceed Z standard errors of the two
-rates (from the spread of their passes' own rates): a block of drafts commits anywhere
-from one token to k + 1 a pass, so eight passes of a length that pays can read below
-passes without drafts by chance alone.
+CLIP times that mean, so one burst in a short window does not veto a length.
 """
 
 from __future__ import annotations
@@ -31,7 +28,6 @@ MEMORY = 0.99  # each pass of a width keeps this share of the weight of the widt
 MIN_PASSES = 8  # passes of a (width, k) since its rate last lapsed before it is trusted
 LAPSE = 0.5  # a rate whose aged weight (in passes) falls below this is forgotten
 CLIP = 3.0  # a counted pass's duration is at most this many times its regime's mean
-Z = 1.5  # standard errors of the difference by which a length must realize less to be vetoed
 
 
 class RealizedRates:
@@ -39,7 +35,6 @@ class RealizedRates:
         self._tokens: dict[tuple[int, int], float] = {}
         self._ns: dict[tuple[int, int], float] = {}
         self._weight: dict[tuple[int, int], float] = {}
-        self._moments: dict[tuple[int, int], tuple[float, float]] = {}  # aged sums of r, r^2
         self._passes: dict[tuple[int, int], int] = {}  # since the rate last lapsed
         self._seen: dict[int, int] = {}  # passes of each width, counted or not
 
@@ -50,8 +45,6 @@ class RealizedRates:
             self._tokens[key] *= MEMORY
             self._ns[key] *= MEMORY
             self._weight[key] *= MEMORY
-            m1, m2 = self._moments[key]
-            self._moments[key] = (m1 * MEMORY, m2 * MEMORY)
             if self._weight[key] < LAPSE:
                 self._forget(key)
         if not counted:
@@ -62,13 +55,10 @@ class RealizedRates:
         self._tokens[key] = self._tokens.get(key, 0.0) + tokens
         self._ns[key] = self._ns.get(key, 0.0) + duration_ns
         self._weight[key] = self._weight.get(key, 0.0) + 1.0
-        r = tokens / duration_ns * 1e9 if duration_ns > 0 else 0.0
-        m1, m2 = self._moments.get(key, (0.0, 0.0))
-        self._moments[key] = (m1 + r, m2 + r * r)
         self._passes[key] = self._passes.get(key, 0) + 1
 
     def _forget(self, key: tuple[int, int]) -> None:
-        for d in (self._tokens, self._ns, self._weight, self._moments, self._passes):
+        for d in (self._tokens, self._ns, self._weight, self._passes):
             del d[key]
 
     def ran(self, width: int) -> bool:
@@ -81,13 +71,6 @@ class RealizedRates:
         if self._passes.get(key, 0) < MIN_PASSES or not self._ns[key]:
             return None
         return self._tokens[key] / self._ns[key] * 1e9
-
-    def _error(self, width: int, k: int) -> float:
-        """The standard error of the rate (tok/s): its passes' rates' spread over their count."""
-        key = (width, k)
-        w = self._weight[key]
-        m1, m2 = self._moments[key]
-        return max(m2 / w - (m1 / w) ** 2, 0.0) ** 0.5 / w**0.5
 
     def best_paying(self, width: int) -> Optional[int]:
         """The draft length of highest realized rate at this width, among those that
@@ -102,8 +85,6 @@ class RealizedRates:
         if k == 0:
             return ""
         plain, drafting = self.rate(width, 0), self.rate(width, k)
-        if plain is None or drafting is None:
-            return ""
-        if plain - drafting <= Z * (self._error(width, 0) ** 2 + self._error(width, k) ** 2) ** 0.5:
+        if plain is None or drafting is None or drafting >= plain:
             return ""
         return f"k {k} realized {drafting:.0f} tok/s at width {width}, passes without drafts {plain:.0f}"
