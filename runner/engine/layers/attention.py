@@ -34,6 +34,7 @@ class FusedAttention:
     norm_rot: Optional[mx.array]  # (heads, D) the same weights in rotate-half order
     normed: mx.array  # (heads, 1) bool: q and k heads (norm and RoPE apply)
     o_w: mx.array  # (nh * D, H) output projection, transposed
+    score_bound: Optional[float]  # no scaled score q.k exceeds it in magnitude (qk-norm), or None
 
 
 def rope_table(positions: mx.array, args: ModelArgs) -> tuple[mx.array, mx.array]:
@@ -110,6 +111,13 @@ class Attention(nn.Module):
                 [rotate_half_rows(norm[: nh + nkv, :, None], a.rope_dims, negate=False)[..., 0], ones]
             )
         normed = (mx.arange(heads) < nh + nkv)[:, None]
+        bound = None
+        if a.use_qk_norm:
+            # RMSNorm leaves a head's vector at most sqrt(D) long, its weights stretch that by
+            # at most their largest magnitude and RoPE rotates: |q.k| * D^-0.5 is at most
+            # sqrt(D) * max|w_q| * max|w_k|.
+            q_max, k_max = mx.abs(self.q_norm.weight).max().item(), mx.abs(self.k_norm.weight).max().item()
+            bound = d**0.5 * q_max * k_max
         self.fused = FusedAttention(
             mx.contiguous(mx.concatenate([w, rot]).reshape(2 * heads * d, -1).T),
             bias,
@@ -117,8 +125,9 @@ class Attention(nn.Module):
             norm_rot,
             normed,
             mx.contiguous(self.o_proj.weight.T),
+            bound,
         )
-        mx.eval(*[x for x in vars(self.fused).values() if x is not None])
+        mx.eval(*[x for x in vars(self.fused).values() if isinstance(x, mx.array)])
 
     def project(self, x: mx.array) -> tuple[mx.array, mx.array, mx.array]:
         """Plain causal mode: x (B, T, H) -> roped q (B, nh, T, D), roped k and v (B, nkv, T, D)."""
@@ -160,7 +169,11 @@ class Attention(nn.Module):
         qg = (q * self.scale).reshape(B, T, nkv, rep, D).transpose(0, 2, 1, 3, 4).reshape(B, nkv, T * rep, D)
         scores = (qg @ kvg[:nkv].transpose(1, 0, 3, 2)).reshape(B, nkv, T, rep, -1)  # (B, nkv, T, rep, S)
         scores = mx.where(mask[:, :, :, None], scores, -mx.inf)
-        p = fast_math.softmax(scores).astype(scores.dtype).reshape(B, nkv, T * rep, -1)
+        p = (
+            fast_math.softmax(scores, self.fused.score_bound)
+            .astype(scores.dtype)
+            .reshape(B, nkv, T * rep, -1)
+        )
         out = (p @ kvg[nkv:].transpose(1, 0, 2, 3)).reshape(B, nkv, T, rep, D)  # (B, nkv, T, rep, D)
         return out.transpose(0, 2, 1, 3, 4).reshape(B, T, nh, D)
 

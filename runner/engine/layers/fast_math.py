@@ -31,6 +31,9 @@ LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4
 # shapes are fixed when a pass is traced, so each traced shape takes one path.
 FAST_SOFTMAX_FROM = 2048
 FAST_SILU_FROM = 2048
+# The largest |x| bound softmax shifts by instead of the row max: e^(-2 * 40) is far above
+# float32's smallest normal number (e^-87), so no row can underflow to all zeros.
+MAX_BOUND = 40.0
 # (e^r - 1 - r) / r^2 on |r| <= ln 2 / 2 as a cubic (highest power first): a minimax fit
 # of the relative error of e^r, made by iteratively reweighted least squares (Lawson's
 # method) over Chebyshev nodes: two terms fewer than the Cephes library's expf, whose
@@ -77,13 +80,16 @@ def exp(x: mx.array, nonpositive: bool = False) -> mx.array:
     return (p * (r * r) + r + 1.0) * scale
 
 
-def softmax(x: mx.array) -> mx.array:
+def softmax(x: mx.array, bound: float | None = None) -> mx.array:
     """Softmax over the last axis, in float32 (as `mx.softmax(precise=True)`); MLX's own
-    below FAST_SOFTMAX_FROM elements."""
+    below FAST_SOFTMAX_FROM elements. bound: a known limit on |x| (-inf aside), small
+    enough that e^(x - bound) cannot underflow for any x >= -bound: the shift the max
+    would give, without the row reduction that finds it."""
     x = x.astype(mx.float32)
     if x.size < FAST_SOFTMAX_FROM or _mlx_only:
         return mx.softmax(x, axis=-1, precise=True)
-    e = exp(x - mx.max(x, axis=-1, keepdims=True), nonpositive=True)
+    shift = mx.max(x, axis=-1, keepdims=True) if bound is None or bound > MAX_BOUND else bound
+    e = exp(x - shift, nonpositive=True)
     return e / e.sum(axis=-1, keepdims=True)
 
 
