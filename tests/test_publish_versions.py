@@ -50,3 +50,28 @@ def test_the_same_runtime_version_makes_one_note(tmp_path):
     config = write_project(tmp_path, db, {"p.md": post_text(stated="+25%")})
     html = next((build_site(config, strict=False).site / "blog").glob("20*/**/index.html")).read_text()
     assert html.count('data-clause="runtime">mlx-lm 0.32.2<') == 1
+
+
+def set_code(db, run_ids: list[str], code: str) -> None:
+    con = duckdb.connect(str(db))  # test data written directly, on a database the store migrated
+    try:
+        con.execute("UPDATE runs SET code_version = ? WHERE run_id IN (SELECT unnest(?))", [code, run_ids])
+    finally:
+        con.close()
+
+
+def test_notes_of_one_day_follow_the_measurements_not_their_code_hashes(tmp_path):
+    """The newest notes show and the rest fold: of two re-measurements on one day, the later
+    one's note comes last even when its code version sorts first (it had been folded away
+    under the morning's, whose hash sorted after it)."""
+    db = tmp_path / "v.duckdb"
+    build_fixture(db, passes_per_run=10)
+    m1 = DEFAULT_CHIPS[0]
+    morning = remeasure(db, m1, "on", 1, speedup=1.0, day=datetime(2026, 12, 5), hour=8)
+    evening = remeasure(db, m1, "on", 1, speedup=1.0, day=datetime(2026, 12, 5), hour=18, seed=2)
+    set_code(db, morning, "fff0000")
+    set_code(db, evening, "0000aaa")
+    config = write_project(tmp_path, db, {"p.md": post_text(stated="+25%")})
+    html = next((build_site(config, strict=False).site / "blog").glob("20*/**/index.html")).read_text()
+    codes = re.findall(r'data-clause="code">code (\w+)<', html)
+    assert codes == ["fff0000", "0000aaa"], codes

@@ -123,7 +123,8 @@ LATER_RUN_COLUMNS = (
 SELECT r.run_id, r.chip_id, r.arm, r.concurrency, r.round,
        strftime(r.started_at, '%Y-%m-%d') AS day, r.code_version, """
     + RUNTIME_VERSIONS
-    + """ AS runtime_versions
+    + """ AS runtime_versions,
+       strftime(r.started_at, '%Y-%m-%dT%H:%M:%S.%f') AS started
 FROM runs r
 """
 )

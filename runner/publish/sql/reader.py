@@ -293,8 +293,8 @@ class Reader:
         """Complete runs started at or after `since`."""
         p = {"experiment": experiment, "quick": quick, "since": since}
         return [
-            LaterRun(run_id, chip, arm, int(k), int(r), day, code, ran)
-            for run_id, chip, arm, k, r, day, code, ran in self._rows(REMEASURED_SQL, p)
+            LaterRun(run_id, chip, arm, int(k), int(r), day, code, ran, started)
+            for run_id, chip, arm, k, r, day, code, ran, started in self._rows(REMEASURED_SQL, p)
         ]
 
     def raw_tables(self, experiment: str, quick: bool) -> dict[str, pa.Table]:

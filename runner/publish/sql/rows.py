@@ -95,3 +95,4 @@ class LaterRun(NamedTuple):
     day: str  # its start, YYYY-MM-DD
     code_version: str
     runtime_versions: str | None = None  # what ran it (runtime and server versions; None: ours)
+    started: str = ""  # its start, to the microsecond (notes of one day follow it)

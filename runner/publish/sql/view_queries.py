@@ -55,8 +55,8 @@ class ViewQueries:
             "WITH " + CHOSEN_RUNS + UNSEEN_SQL, {"experiment": experiment, "quick": quick, "as_of": cut}
         )
         return [
-            LaterRun(run_id, c, arm, int(k), int(r), day, code, ran)
-            for run_id, c, arm, k, r, day, code, ran in self._rows(sql, {**p, "chip": chip})
+            LaterRun(run_id, c, arm, int(k), int(r), day, code, ran, started)
+            for run_id, c, arm, k, r, day, code, ran, started in self._rows(sql, {**p, "chip": chip})
         ]
 
     def folders_of_chips(self, experiment: str, quick: bool, cut: Cutoff, chips: set[str]) -> list[str]:
