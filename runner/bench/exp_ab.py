@@ -74,7 +74,7 @@ def run(model: str, rounds: int) -> None:
     from ..engine import Engine
     from ..engine.layers import fast_math
     from ..engine.shelf import Shelf
-    from .stats import machine_line
+    from .stats import machine_line, ratio_deciles
 
     knobs = dict(max_batch_size=4, prefill_chunk=256, prefix_cache_bytes=0, index_topk=0, mtp=True)
     Engine.check_knobs(model, **knobs)  # a bad checkpoint: one line from `runner bench`
@@ -101,10 +101,5 @@ def run(model: str, rounds: int) -> None:
                 t0 = time.perf_counter_ns()
                 engines[name][shape]()
                 times[name].append((time.perf_counter_ns() - t0) / 1e6)
-        ratios = sorted(f / m for f, m in zip(times["fused"], times["mlx"]))
-        tenth = len(ratios) // 10
         mlx_ms, fused_ms = statistics.median(times["mlx"]), statistics.median(times["fused"])
-        print(
-            f"{shape:<28} {mlx_ms:>10.2f} {fused_ms:>9.2f}  "
-            f"{statistics.median(ratios):.3f}x [{ratios[tenth]:.3f}, {ratios[-1 - tenth]:.3f}]"
-        )
+        print(f"{shape:<28} {mlx_ms:>10.2f} {fused_ms:>9.2f}  {ratio_deciles(times['fused'], times['mlx'])}")

@@ -17,6 +17,13 @@ def ratio_spread(num: list[float], den: list[float]) -> str:
     return f"{statistics.median(r):5.2f}x [{min(r):.2f}, {max(r):.2f}]"
 
 
+def ratio_deciles(num: list[float], den: list[float]) -> str:
+    """Paired ratios of many pairs, as 'median [p10, p90]'."""
+    r = sorted(a / b for a, b in zip(num, den))
+    tenth = len(r) // 10
+    return f"{statistics.median(r):.3f}x [{r[tenth]:.3f}, {r[-1 - tenth]:.3f}]"
+
+
 def machine_line() -> str:
     """The chip fingerprint the runner records, as one line (same fields, same BLAS probe)."""
     from ..experiments.chip import fingerprint

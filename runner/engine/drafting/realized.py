@@ -36,11 +36,11 @@ class RealizedRates:
         self._ns: dict[tuple[int, int], float] = {}
         self._weight: dict[tuple[int, int], float] = {}
         self._passes: dict[tuple[int, int], int] = {}  # since the rate last lapsed
-        self._seen: dict[int, int] = {}  # passes of each width, counted or not
+        self._seen: set[int] = set()  # widths that have run a pass, counted or not
 
     def add(self, width: int, k: int, tokens: int, duration_ns: int, counted: bool = True) -> None:
         """One decode pass of the regime k (counted: a pure one, draft_policy.py)."""
-        self._seen[width] = self._seen.get(width, 0) + 1
+        self._seen.add(width)
         for key in [key for key in self._weight if key[0] == width]:
             self._tokens[key] *= MEMORY
             self._ns[key] *= MEMORY

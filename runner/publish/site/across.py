@@ -91,10 +91,9 @@ def later_notes(
         groups.setdefault((r.chip_id, r.code_version, ran), []).append(r)
     reading = [v for v in home if experiment in reads.get(v.number, ())]
     notes = []
-    # In order of the groups' last runs: on one day, the newest measurement's note is the
-    # last, whatever its code version's hash.
-    by_time = sorted(groups.items(), key=lambda kv: (max(r.day for r in kv[1]), max(r.started for r in kv[1]), kv[0]))
-    for (chip, code, ran), rs in by_time:
+    # In order of the groups' last runs (their day first): on one day, the newest
+    # measurement's note is the last, whatever its code version's hash.
+    for (chip, code, ran), rs in sorted(groups.items(), key=lambda kv: (max(r.started for r in kv[1]), kv[0])):
         col = columns.get(chip)
         counted = reading if col is not None else []
         said_of = [plain(col.verdicts.get(v.number)) for v in counted] if col else []
