@@ -4,7 +4,8 @@
   plan and launch one), queue the pass after it when its inputs follow from this one's
   outputs (launch.py), wait for the pass, commit each row's tokens verifying its drafts
   (verify.py), have the drafter propose the next pass's drafts (k as the launcher
-  decided), retire finished rows (scheduler.py), let the draft policy learn, and emit the
+  decided; block drafting builds the next verify pass on them meanwhile, verify_ahead.py),
+  retire finished rows (scheduler.py), let the draft policy learn, and emit the
   pass event.
 - A pass event's duration is the wall time of the step that committed it, so a run's
   pass durations add up to its time in step().
@@ -23,18 +24,18 @@ from . import checkpoint as ckpt
 from .cache import BlockPool
 from .config import EngineConfig, ModelArgs
 from .drafting.draft_policy import DraftPolicy
-from .drafting.drafter import TargetOutputs
 from .drafting.drafters import make_drafter
 from .drafting.verify import commit_pass
 from .events import Collected, Event, EventSink, PassEvent, RequestEvent
 from .forward import CompiledPasses, Forward
 from .launch import Launcher
 from .model import Model
-from .passes import Landed, Launched
+from .passes import Launched
 from .prefix_cache import PrefixCache
 from .scheduler import PassPlan, Scheduler, retire_finished
 from .sequence import Sequence
 from .shelf import Shelf
+from .verify_ahead import draft_next
 from .warmup import warm_engine
 
 DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
@@ -233,7 +234,9 @@ class Engine:
         reason = self._draft_reason  # decided when cur's drafts were made
         out = cur.wait()  # blocks until cur has run
         done = commit_pass(cur, out, self.eos, self.drafter, self.pool.move_position)
-        self._draft_next(cur, out)
+        if self.drafter is not None:
+            self._draft_reason, built = draft_next(self.launcher, cur, out, self._queued is None)
+            self._queued = self._queued or built
         self.tree_leaves_landed += done.branched
         # Read before retiring, which frees finished rows' blocks: the event reports what
         # every live row held, the rows the pass finished and those it left out included.
@@ -282,21 +285,6 @@ class Engine:
             return plan.rows
         inside = set(plan.rows)
         return plan.rows + [s for s in running if s not in inside]
-
-    def _draft_next(self, cur: Launched, out: Landed) -> None:
-        """Ask the launcher how many drafts the next pass carries (it decides once a pass)
-        and bring the drafter up to date, or book what a fused pass already did."""
-        if self.drafter is None:
-            return
-        k = self.launcher.decide(cur)
-        self._draft_reason = self.policy.reason
-        if cur.fused:
-            self.drafter.adopt(cur.plan.rows, out.drafts, k > 0)
-            return
-        self.drafter.draft(cur.plan.rows, TargetOutputs(out.starts, cur.hidden, cur.first), k)
-        cut = self.policy.trim(cur.plan.rows, self.config.draft_tree)
-        if cut:
-            self._draft_reason = f"{self._draft_reason}; cut: {cut}"
 
     def _emit(self, event) -> None:
         if self.sink is not None:

@@ -47,6 +47,7 @@ class Launcher:
         self.forward, self.scheduler, self.drafter, self.policy = forward, scheduler, drafter, policy
         self.config = config
         self.passes_queued = 0  # passes launched ahead of the previous commit
+        self.passes_built_ahead = 0  # drafted passes built on drafts still being made (verify_ahead.py)
         # The latest decision (drafts a row; None before any). The number, not the pass:
         # a pass would keep its rows, finished requests included, alive until the next one.
         self._latest: Optional[int] = None
@@ -101,9 +102,17 @@ class Launcher:
             for seq in self.scheduler.running:
                 seq.drafts, seq.draft_parents = chain_of(seq.drafts, seq.draft_parents), []
         plan = self.scheduler.plan(use_drafts=self.drafter is not None and self.policy.permits(width))
-        starts = [s.computed for s in plan.rows]
         if len(plan.rows) == 1 and plan.rows[0].draft_parents and plan.drafted[0]:
-            return self._launch_tree(plan, starts[0])
+            return self._launch_tree(plan, plan.rows[0].computed)
+        return self.launch_plan(plan, drafting)
+
+    def launch_plan(
+        self, plan: PassPlan, drafting: bool = False, drafts: Optional[mx.array] = None, queue: bool = True
+    ) -> Launched:
+        """Build the pass of a plan (a tree's aside) and, with `queue`, queue it. drafts:
+        (B, max drafted) tokens in the graph that the rows' fed drafts are taken from,
+        instead of the feeds (whose drafts then only give lengths: verify_ahead.py)."""
+        starts = [s.computed for s in plan.rows]
         lens = [len(f) for f in plan.feeds]
         lay = build_layout(
             starts,
@@ -119,6 +128,7 @@ class Launcher:
             tokens[f : f + len(feed)] = feed
             d = plan.drafted[b]
             out_index[b] = [f + min(i, d) for i in range(K)] if d else f + len(feed) - 1
+        fed = mx.array(tokens) if drafts is None else _with_drafts(tokens, lay.first, plan.drafted, drafts)
         draft_in = mx.array([(s.drafts or [0])[0] for s in plan.rows], mx.int32) if K == 2 else None
         mtp = None
         if K <= 2 and self._fusable(plan.rows, drafting):
@@ -138,13 +148,14 @@ class Launcher:
             )
         return self._dispatch(
             plan,
-            mx.array(tokens),
+            fed,
             lay.ctx,
             mx.array(out_index),
             lay.first,
             mx.array(starts, mx.int32),
             draft_in,
             mtp,
+            queue=queue,
         )
 
     def _launch_tree(self, plan: PassPlan, start: int) -> Launched:
@@ -223,8 +234,10 @@ class Launcher:
         draft_in: Optional[mx.array],
         mtp: Optional[MTPInputs],
         ahead: bool = False,
+        queue: bool = True,
     ) -> Launched:
-        """Queue the target pass, with the MTP layer fused in when `mtp` is given."""
+        """Build the target pass, with the MTP layer fused in when `mtp` is given, and
+        queue it (`queue`; else `Launched.queue` does)."""
         drafts = None
         # A pass carrying prompt tokens runs uncompiled: the warm-up traces decode shapes,
         # and a short prefill's packed length would trace a graph of its own in a timed pass.
@@ -245,8 +258,21 @@ class Launcher:
         else:
             logits, hidden = self.forward.main(tokens, ctx, out_index, eager)
             greedy = mx.argmax(logits, axis=-1)
-        mx.async_eval(greedy, hidden, *([drafts] if drafts is not None else []))
-        return Launched(plan, first, logits, hidden, greedy, drafts, starts, draft_in, mtp is not None, ahead)
+        launched = Launched(
+            plan, first, logits, hidden, greedy, drafts, starts, draft_in, mtp is not None, ahead
+        )
+        if queue:
+            launched.queue()
+        return launched
+
+
+def _with_drafts(tokens: np.ndarray, first: list[int], drafted: list[int], drafts: mx.array) -> mx.array:
+    """The packed tokens with each row's fed drafts taken from `drafts` (B, >= max drafted)."""
+    slots = [f + 1 + i for f, d in zip(first, drafted) for i in range(d)]
+    picks = [b * drafts.shape[1] + i for b, d in enumerate(drafted) for i in range(d)]
+    fed = mx.array(tokens)
+    fed[mx.array(slots)] = drafts.reshape(-1)[mx.array(picks)].astype(mx.int32)
+    return fed
 
 
 def _uniform_verify(plan: PassPlan) -> bool:

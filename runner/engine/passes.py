@@ -55,6 +55,10 @@ class Launched:
     drafts_next: Optional[int] = None  # drafts a row carries into the pass after this one
     # (0: none), once the Launcher has decided
 
+    def queue(self) -> None:
+        """Start running the built pass (its outputs stay lazy)."""
+        mx.async_eval(self.greedy, self.hidden, *([self.drafts] if self.drafts is not None else []))
+
     @property
     def branch(self) -> Branch:
         return Branch(self.plan.kind, len(self.plan.rows), max(self.plan.drafted, default=0))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import mlx.core as mx
 import numpy as np
@@ -31,7 +32,7 @@ from ..sampler import probs, sample
 from ..sequence import Sequence
 from .acceptance import conditional
 from .block_drafter import load_checkpoint_drafter, measured_acceptance
-from .drafter import TargetOutputs
+from .drafter import PendingDrafts, TargetOutputs
 from .drafter_context import CONTEXT_BUCKET, ContextCache
 from .drafter_pass import FusedDrafter, Proposal, propose
 from .tree import TREE_DEPTH, second_choices
@@ -141,7 +142,7 @@ class BlockDrafting:
             feats = b.parts[0] if len(b.parts) == 1 else mx.concatenate(b.parts)
             self.cache.append(rid, feats, b.start)
 
-    def draft(self, rows: list[Sequence], target: TargetOutputs, k: int) -> None:
+    def draft(self, rows: list[Sequence], target: TargetOutputs, k: int) -> Optional[PendingDrafts]:
         for b, seq in enumerate(rows):
             seq.clear_drafts()
             if seq.finished:
@@ -161,17 +162,23 @@ class BlockDrafting:
                 log.parts.append(part)
                 log.end, log.nbytes = log.end + n, log.nbytes + part.nbytes
         drafting = [s for s in rows if k > 0 and not s.finished and not s.prefilling]
-        if drafting:
-            for s in drafting:
-                self._flush(s.request_id)
-            self._draft_rows(drafting, k)
+        if not drafting:
+            return None
+        for s in drafting:
+            self._flush(s.request_id)
+        return self._launch_rows(drafting, k)
 
-    def _draft_rows(self, seqs: list[Sequence], k: int) -> None:
+    def _launch_rows(self, seqs: list[Sequence], k: int) -> PendingDrafts:
+        """Queue the drafter's pass for the rows (one evaluation: their contexts' appends
+        and the drafts); `land` reads it."""
         ids = [s.request_id for s in seqs]
         ctx, lens, ends = self.cache.gather(ids)
         anchors = mx.array([s.tokens[-1] for s in seqs], mx.int32)
         out = Proposal(*self.proposer(k)(ctx, lens, anchors, ends))
-        self.cache.settle(ids, out.tokens, out.logits)  # one evaluation: contexts and drafts
+        self.cache.settle(ids, out.tokens, out.logits, wait=False)
+        return PendingDrafts(seqs, out.tokens, lambda: self._land_rows(seqs, k, out))
+
+    def _land_rows(self, seqs: list[Sequence], k: int, out: Proposal) -> None:
         greedy, logits = out.tokens.tolist(), np.asarray(out.logits)  # a view, not a copy
         conf = draft_confidence(logits).tolist()
         if all(s.temperature == 0.0 for s in seqs):

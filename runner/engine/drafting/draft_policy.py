@@ -80,6 +80,7 @@ class DraftPolicy:
         self._cut_costs: Optional[dict[int, float]] = None  # the latest decision's relative
         # costs by draft length, when its rows may be cut by them (adaptive, not measuring)
         self._cut_to: Optional[int] = None  # the most drafts a row carries after a cut
+        self._left: dict[int, int] = {}  # width -> the drafts each row kept after the last trim
         self._decided: Optional[int] = None  # k decided for the pass recorded next (uncut)
         self.reason = ""  # why the latest adaptive decision chose its k, in a few words
 
@@ -159,6 +160,9 @@ class DraftPolicy:
         if self.adaptive:
             self._learn_from_cut_drafts(rows)
         why = self._cut(rows)
+        left = {len(s.drafts) for s in rows if s.drafts}
+        if len(left) == 1:
+            self._left[sum(bool(s.drafts) for s in rows)] = left.pop()
         tree = self._branch(rows, leaves) if leaves else ""
         return "; ".join(w for w in (why, tree) if w)
 
@@ -201,6 +205,11 @@ class DraftPolicy:
             s.drafts, s.draft_probs, s.draft_conf = s.drafts[:m], s.draft_probs[:m], s.draft_conf[:m]
         self._cut_to = max(choice.lengths)
         return choice.reason
+
+    def likely_left(self, width: int, k: int) -> int:
+        """The drafts each of `width` rows drafting k is likely to keep after `trim`: as
+        many as the last trim at that width left them (k before any)."""
+        return min(k, self._left.get(width, k))
 
     def expects(self, width: int) -> int:
         """The draft length adaptive is likely to choose at this width next (read only)."""

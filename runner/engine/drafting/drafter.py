@@ -10,13 +10,17 @@
   every commit), and `release(seq)` forgets a retired row.
 - `row_bytes(seq)` is the drafter's own per-row state (its KV in pool blocks is counted
   with the row's blocks; a backlog or distributions it keeps are counted here).
+- A drafter whose drafts come from a device pass may return them pending from `draft`
+  (`PendingDrafts`): the pass is queued, its tokens still lazy, so the engine can build
+  the verify graph on them while it runs (verify_ahead.py); `land()` puts the drafts on
+  the rows, and nothing reads a row's drafts before it.
 - Implementations: `MTPDrafter` (mtp.py, the MTP layer chained k times) and the block
   drafter (block_drafter.py); drafters.py builds the one the knobs name.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from typing import Callable, NamedTuple, Optional, Protocol
 
 import mlx.core as mx
 
@@ -31,14 +35,23 @@ class TargetOutputs(NamedTuple):
     first: list[int]  # packed index of each row's first token
 
 
+class PendingDrafts(NamedTuple):
+    """Drafts whose pass is queued: `tokens` (R, k) lazy, row r's drafts for rows[r]."""
+
+    rows: list[Sequence]
+    tokens: mx.array
+    land: Callable[[], None]  # wait for the pass and set each row's drafts
+
+
 class Drafter(Protocol):
     eager: bool  # keeps its state current every pass, drafting or not
     prior_acceptance: tuple[float, ...]  # measured acceptance of draft i given i - 1 accepted
     # (the adaptive policy's starting estimate; empty: none measured)
 
-    def draft(self, rows: list[Sequence], target: TargetOutputs, k: int) -> None:
+    def draft(self, rows: list[Sequence], target: TargetOutputs, k: int) -> Optional[PendingDrafts]:
         """Absorb the pass's verified positions, then propose up to k drafts a live
-        decode row (k = 0: none, state kept current or backlogged)."""
+        decode row (k = 0: none, state kept current or backlogged); drafts still being
+        computed come back pending (None: every row's drafts are set)."""
 
     def rollback(self, seq: Sequence, verified: int) -> None:
         """Forget whatever this row's state holds past `verified` positions."""

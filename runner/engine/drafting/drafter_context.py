@@ -74,10 +74,11 @@ class ContextCache:
             mx.eval(self._project(mx.zeros((1, n, width)), mx.arange(n, dtype=mx.int32)[None]))
         return COMPILED_APPEND
 
-    def settle(self, rows: list[int] | None = None, *also: mx.array) -> None:
+    def settle(self, rows: list[int] | None = None, *also: mx.array, wait: bool = True) -> None:
         """Evaluate the rows' pending appends (all rows when None), with `also` in the same
-        evaluation."""
-        mx.eval([self._rows[r] for r in (self._rows if rows is None else rows) if r in self._rows], *also)
+        evaluation; wait=False queues it and returns."""
+        pending = [self._rows[r] for r in (self._rows if rows is None else rows) if r in self._rows]
+        (mx.eval if wait else mx.async_eval)(pending, *also)
 
     def trim(self, row: int, end: int) -> None:
         """Keep positions before absolute position `end` (rollback)."""
