@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-import mlx.core as mx
-
 from .drafting.drafter import PendingDrafts, TargetOutputs
 from .launch import Launcher
 from .passes import Landed, Launched
@@ -65,7 +63,7 @@ def build(launcher: Launcher, pending: PendingDrafts, k: int) -> Optional[BuiltA
     rows = sched.running
     if not (config.pipeline and config.compile) or k < 2 or (config.draft_tree and len(rows) == 1):
         return None
-    if len(rows) != len(pending.rows) or {id(s) for s in rows} != {id(s) for s in pending.rows}:
+    if pending.rows != rows:  # rows compare by identity
         return None  # a row finished, or sits this step out (prefill)
     if any(s.temperature > 0 for s in rows) or not launcher.policy.permits(len(rows)):
         return None
@@ -78,10 +76,8 @@ def build(launcher: Launcher, pending: PendingDrafts, k: int) -> Optional[BuiltA
     finally:
         for s in rows:
             s.drafts = []
-    order = [pending.rows.index(s) for s in plan.rows]
-    drafts = pending.tokens if order == sorted(order) else pending.tokens[mx.array(order)]
     saved = [(kv.kv, kv.ik) for kv in launcher.forward.pool.layers]
-    return BuiltAhead(launcher.launch_plan(plan, drafts=drafts, queue=False), saved)
+    return BuiltAhead(launcher.launch_plan(plan, drafts=pending.tokens, queue=False), saved)
 
 
 def queue_if_kept(launcher: Launcher, built: BuiltAhead) -> Optional[Launched]:

@@ -160,9 +160,9 @@ class DraftPolicy:
         if self.adaptive:
             self._learn_from_cut_drafts(rows)
         why = self._cut(rows)
-        left = {len(s.drafts) for s in rows if s.drafts}
-        if len(left) == 1:
-            self._left[sum(bool(s.drafts) for s in rows)] = left.pop()
+        left = [len(s.drafts) for s in rows if s.drafts]
+        if left and min(left) == max(left):
+            self._left[len(left)] = left[0]
         tree = self._branch(rows, leaves) if leaves else ""
         return "; ".join(w for w in (why, tree) if w)
 
