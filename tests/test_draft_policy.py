@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections import deque
 
+import numpy as np
+
 from runner.engine.config import EngineConfig
 from runner.engine.drafting.acceptance import PositionAcceptance, conditional
 from runner.engine.drafting.draft_cost import (
@@ -21,6 +23,7 @@ from runner.engine.drafting.draft_cost import (
     WidthModel,
 )
 from runner.engine.drafting.draft_policy import Branch, DraftPolicy, draft_lengths
+from runner.engine.sequence import Sequence
 
 
 def policy(name: str, k: int = 1) -> DraftPolicy:
@@ -76,6 +79,61 @@ def test_a_drafters_measured_acceptance_is_where_the_estimate_starts():
         a.add((1, 9))  # k = 1: 9 of 10 first drafts land, far above the evaluation's 0.59
     assert abs(a.at(1) - 0.9) < 0.02
     assert a.at(2) > prior[1]  # never reached: the prior, scaled by how position 1 did against its own
+
+
+def test_while_nothing_is_drafted_the_counts_age_toward_a_measured_prior():
+    """Counts age with each pass that verified no drafts: what a bad stretch taught leans
+    back on the drafter's measured acceptance (there is nothing else to learn from while
+    the policy does not draft). Without a measured prior nothing moves."""
+    prior = conditional(EVALUATED)
+    measured, flat = PositionAcceptance(prior), PositionAcceptance()
+    for a in (measured, flat):
+        for _ in range(100):
+            a.add((9, 1))  # k = 1: 1 of 10 first drafts lands
+    low = flat.at(1)
+    assert measured.at(1) < 0.15 and low < 0.15
+    seen = []
+    for _ in range(80):
+        measured.age()
+        flat.age()
+        seen.append(measured.at(1))
+    assert seen == sorted(seen) and seen[19] > 0.2 and abs(seen[-1] - prior[0]) < 0.02
+    assert flat.at(1) == low
+
+
+def test_adaptive_drafts_again_after_a_bad_stretch_stopped_it():
+    """On unseen text a stretch where drafts missed made drafting look like a loss; with
+    nothing drafted the estimate never moved, and k = 0 ran for tens of passes where
+    drafting then paid. Passes without drafts age the counts, so it drafts again."""
+    p = DraftPolicy("adaptive", None, 8, conditional(EVALUATED))
+    feed(p, 1, {0: 1.0e6, 1: 1.65e6, 2: 1.8e6, 4: 2.06e6, 8: 2.82e6})
+    for _ in range(30):
+        p.acceptance.add((1, 0, 0, 0, 0))  # a lone row's four drafts: the first misses
+    ks = []
+    for _ in range(60):
+        k = p.decide(1)
+        ks.append(k)
+        if k:
+            break
+        p.record(Branch("decode", 1, 0), int(1.0e6), (), drafts_next=0, ahead=False, queued=None)
+    assert ks[0] == 0 and 5 < len(ks) < 60 and ks[-1] > 0
+
+
+def test_a_lone_rows_confidences_lift_its_cap_to_the_longest_length():
+    """Once the drafter's confidences cut a lone row's drafts, the k decided is only a cap:
+    the drafter's pass costs the same at every length and the cut picks the row's, so the
+    cap is the longest length with a known cost (not one the acceptance of rows in
+    general puts first). Rows in a batch are not lifted: their cut is all or nothing."""
+    costs = {0: 1.0e6, 1: 1.9e6, 2: 2.0e6, 4: 2.1e6, 8: 3.2e6}  # eight priced out by the pool
+    p = DraftPolicy("adaptive", None, 8, conditional(EVALUATED))
+    feed(p, 1, costs)
+    feed(p, 2, costs)
+    assert p.decide(1) == 4 and p.decide(2) == 4
+    row = Sequence(0, [1, 2], 16, 0.0, 1.0, np.random.default_rng(0), 0)
+    row.drafts, row.draft_probs, row.draft_conf = [7] * 4, [None] * 4, [0.9] * 4
+    p.trim([row])
+    assert p.decide(1) == 8 and "k 4 leads them" in p.reason
+    assert p.decide(2) == 4
 
 
 def feed(p: DraftPolicy, width: int, costs: dict[int, float], n: int = 20) -> None:

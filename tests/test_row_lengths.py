@@ -12,7 +12,7 @@ import pytest
 
 from runner.engine import Engine
 from runner.engine.drafting.realized import RealizedRates
-from runner.engine.drafting.row_lengths import ConfidenceCalibration, choose_lengths
+from runner.engine.drafting.row_lengths import Built, ConfidenceCalibration, choose_lengths
 
 FLAT = {0: 1.0, 1: 1.1, 2: 1.2, 4: 1.4, 8: 1.8}  # a pass's cost by drafts a row carries
 
@@ -61,6 +61,22 @@ def test_rows_share_a_pass_and_the_unlikely_ones_draft_nothing():
     assert choose_lengths(cal, conf, 4, {0: 1.0, 2: 1.1}) is None
 
 
+def test_lengths_other_than_the_built_pass_pay_for_building_theirs():
+    """The next pass was built for the lengths the rows kept last (verify_ahead.py): any
+    other lengths drop it, and building theirs costs the host's time again. Priced at a
+    third of a pass or less, a lone row sure of two drafts still cuts to them; at more, it
+    keeps the eight the pass was built for; built for two, it keeps two for free."""
+    cal = ConfidenceCalibration()
+    conf = [[0.99, 0.99] + [0.05] * 6]
+    assert choose_lengths(cal, conf, 8, FLAT, Built(8, 0.3)).lengths == [2]
+    assert choose_lengths(cal, conf, 8, FLAT, Built(8, 0.6)).lengths == [8]
+    assert choose_lengths(cal, conf, 8, FLAT, Built(2, 0.6)).lengths == [2]
+    # rows sharing a pass: leaving two unlikely rows out drops a pass built for all four
+    costs, rows = {0: 1.0, 4: 2.0}, [[0.99] * 4, [0.05] * 4, [0.97] * 4, [0.1] * 4]
+    assert choose_lengths(cal, rows, 4, costs, Built(4, 0.2)).lengths == [4, 0, 4, 0]
+    assert choose_lengths(cal, rows, 4, costs, Built(4, 1.0)).lengths == [4, 4, 4, 4]
+
+
 def seed(policy) -> None:
     """Drafting cheap at every width (the longest k is the policy's verdict at each)."""
     for width in (1, 2, 3, 4):
@@ -98,7 +114,8 @@ def test_cut_drafts_stay_lossless_and_the_pass_rows_say_why():
 def test_the_warm_up_times_every_draft_length_at_every_width():
     """The adaptive policy starts from this machine's costs: after the warm-up every width
     has a cost for every length it may carry, and none before (the values are timings,
-    which a test does not judge)."""
+    which a test does not judge); the timed passes themselves are not kept to set real
+    ones beside (they ran one at a time, real ones overlap with building the next)."""
     from runner.engine.drafting.calibrate import ROUNDS
 
     eng = Engine.from_pretrained(
@@ -111,6 +128,7 @@ def test_the_warm_up_times_every_draft_length_at_every_width():
         assert sum(model.seen.values()) == ROUNDS * len(eng.policy.lengths)
         pairs = {p for p in model.ratios()}
         assert {k for p in pairs for k in p} == set(eng.policy.lengths)
+        assert not model.history  # real passes are compared with real ones only
     # a fixed policy is not timed
     fixed = Engine.from_pretrained("tiny", max_batch_size=2, mtp=True, drafter="block", draft_tokens=4)
     fixed.warmup(64)

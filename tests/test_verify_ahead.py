@@ -95,3 +95,25 @@ def _row_drafting(k: int, confidence: float) -> Sequence:
     seq = Sequence(0, [1, 2], 16, 0.0, 1.0, np.random.default_rng(0), 0)
     seq.drafts, seq.draft_probs, seq.draft_conf = list(range(7, 7 + k)), [None] * k, [confidence] * k
     return seq
+
+
+def test_the_cut_is_told_the_length_the_next_pass_was_built_for(plain_outputs):
+    """Under the adaptive policy the cut weighs dropping the built pass (row_lengths.py):
+    it hears the drafts every row carries in it and what building it took the host."""
+    _, alone = plain_outputs
+    eng = block_engine(draft_tokens=4, draft_policy="adaptive")
+    for _ in range(20):  # costs at which drafting four pays (the choice is pure logic over them)
+        for k, ns in {0: 1.0e6, 1: 1.1e6, 2: 1.15e6, 4: 1.2e6}.items():
+            eng.policy.width(1).observe(k, int(ns))
+    told, trim = [], eng.policy.trim
+
+    def heard(rows, leaves=0, built=None):
+        drafted = max(len(s.drafts) for s in rows)  # as the drafter proposed them, before the cut
+        told.append((built, eng.policy.likely_left(len(rows), drafted)))
+        return trim(rows, leaves, built)
+
+    eng.policy.trim = heard
+    assert [eng.generate([p], max_new_tokens=20)[0] for p in PROMPTS] == alone
+    built = [(b, left) for b, left in told if b is not None]
+    assert built and all(b[0] == left and b[1] > 0 for b, left in built)
+    assert eng.launcher.passes_built_ahead > 0

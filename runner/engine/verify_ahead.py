@@ -7,7 +7,8 @@
   Built on the drafter's lazy tokens instead, the next verify graph is made while the
   drafter's pass runs, and queued as soon as the drafts have landed and been cut.
 - It is built for the drafts each row is likely to keep: a fixed policy's k, under the
-  adaptive policy as many as the last cut at that width left (`DraftPolicy.likely_left`).
+  adaptive policy as many as the last cut at that width left (`DraftPolicy.likely_left`);
+  the cut is told, and prices any other lengths with what building this one took.
   When the cut leaves the rows anything else, the built graph is dropped unqueued:
   nothing of it ran, the KV pool's arrays it replaced are put back, and the pass is
   planned afresh from the rows' drafts, as without it.
@@ -19,6 +20,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import NamedTuple, Optional
 
 from .drafting.drafter import PendingDrafts, TargetOutputs
@@ -29,6 +31,8 @@ from .passes import Landed, Launched
 class BuiltAhead(NamedTuple):
     launched: Launched  # built, not queued
     pool_arrays: list  # the KV pool's arrays before the build, put back if it is dropped
+    drafts: int  # the drafts every row carries in it
+    build_ns: int  # what building it took the host (what building it again would take)
 
 
 def draft_next(
@@ -50,7 +54,8 @@ def draft_next(
         if may_build:
             built = build(launcher, pending, policy.likely_left(len(pending.rows), k))
         pending.land()
-    cut = policy.trim(cur.plan.rows, launcher.config.draft_tree)
+    ahead = None if built is None else (built.drafts, built.build_ns)
+    cut = policy.trim(cur.plan.rows, launcher.config.draft_tree, ahead)
     if cut:
         reason = f"{reason}; cut: {cut}"
     return reason, (None if built is None else queue_if_kept(launcher, built))
@@ -77,7 +82,9 @@ def build(launcher: Launcher, pending: PendingDrafts, k: int) -> Optional[BuiltA
         for s in rows:
             s.drafts = []
     saved = [(kv.kv, kv.ik) for kv in launcher.forward.pool.layers]
-    return BuiltAhead(launcher.launch_plan(plan, drafts=pending.tokens, queue=False), saved)
+    t0 = time.perf_counter_ns()
+    launched = launcher.launch_plan(plan, drafts=pending.tokens, queue=False)
+    return BuiltAhead(launched, saved, k, time.perf_counter_ns() - t0)
 
 
 def queue_if_kept(launcher: Launcher, built: BuiltAhead) -> Optional[Launched]:

@@ -15,6 +15,12 @@
   drafts at the position come in (DRAFT_MEMORY each, down to PRIOR_DRAFTS): weighed as two,
   a row's first two missed drafts (a fresh drafter context) halved position 1's estimate,
   drafting stopped paying, and with nothing drafted there was nothing to learn from.
+- Counts also age with every decode pass that verified no drafts (IDLE_MEMORY): the text
+  moves on, and what drafting met a while back says less of what it would meet now. A
+  policy that stopped drafting on a bad stretch learns nothing while it does not draft,
+  so without this it stayed stopped (on unseen text, for tens of passes at a time, where
+  drafting then paid); with it, its estimates lean back on the drafter's measured prior
+  until it drafts again (without a measured prior they stay: the fallback is a guess).
 - The estimates are kept until the counts change: the policy reads them every pass.
 """
 
@@ -23,6 +29,7 @@ from __future__ import annotations
 DRAFT_MEMORY = 0.98  # each new draft at a position keeps this share of the earlier ones' weight
 PRIOR_DRAFTS = 2  # the prior at a position weighs as much as this many drafts ...
 MEASURED_PRIOR_DRAFTS = 16  # ... or this many when the drafter measured it
+IDLE_MEMORY = 0.9  # ... and each decode pass without drafts this share
 MAX_POSITIONS = 16
 NO_PRIOR = 0.5  # the first position's prior when the drafter brings none
 
@@ -63,6 +70,16 @@ class PositionAcceptance:
                 self.hit[i] = keep * self.hit[i] + ok
                 self.drafts[i] += n
                 self._rates = []
+
+    def age(self) -> None:
+        """A decode pass verified no drafts: every count keeps IDLE_MEMORY of its weight.
+        Only toward a measured prior: without one the estimates would lean on a guess."""
+        if not self.prior:
+            return
+        for i in range(1, MAX_POSITIONS + 1):
+            self.reached[i] *= IDLE_MEMORY
+            self.hit[i] *= IDLE_MEMORY
+        self._rates = []
 
     def add_tail(self, after: int, landed: int, length: int) -> None:
         """A row's cut drafts at positions after + 1 .. after + length, settled by its output

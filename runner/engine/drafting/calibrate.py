@@ -12,7 +12,11 @@ policy starts from this machine's costs instead of finding them pass by pass.
   rounds of every length in turn, as the policy's own comparisons pair them.
 - The host's share of a real pass (planning, verification) is not timed, so drafting's
   relative cost comes out a little high: the error leans toward drafting less.
-- Passes the engine then runs keep refining the comparisons (they replace these).
+- Passes the engine then runs keep refining the comparisons (they replace these), but
+  are never compared with the timed ones: those ran one at a time, while a real pass
+  without drafts overlaps with building the next, so a real one set beside a timed one
+  priced drafting far too high (at four rows 3.8 times a pass without drafts, where the
+  drafter's passes take 2.3 times), and at widths above one nothing re-measured it.
 """
 
 from __future__ import annotations
@@ -66,4 +70,6 @@ def calibrate(
                 policy.width(width).observe(k, spent)
                 timed += 1
     drafter.forget_timing_rows(max_rows)
+    for width in range(1, max_rows + 1):
+        policy.width(width).history.clear()  # the ratios stay; the passes they came from go
     return timed

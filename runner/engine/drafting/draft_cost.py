@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from functools import lru_cache
 from statistics import median
 from typing import Optional
 
@@ -91,6 +92,11 @@ class WidthModel:
         if self._ratios is None:
             self._ratios = {p: median(c) for p, c in self.comparisons.items() if len(c) >= MIN_SIDE}
         return dict(self._ratios)
+
+    def typical_ns(self, k: int) -> Optional[float]:
+        """The median of k's recent steady passes (None: none among them)."""
+        own = [d for was, d in self.history if was == k]
+        return median(own) if own else None
 
     def spend(self, duration_ns: int) -> None:
         self.spent_ns += duration_ns
@@ -162,3 +168,35 @@ class WidthModel:
             self.explore_until = self.spent_ns + int(max(self.excess_ns, 0) / EXPLORE_SHARE)
         else:
             self.explore_until = 0
+
+
+def while_drafting(costs: dict[int, float]) -> dict[int, float]:
+    """The costs a cut weighs: by then the drafter has run, and it runs again in the cut
+    pass's own step while the policy keeps drafting, so a row carrying no drafts saves
+    only their verification, not the drafter's pass. Carrying none is priced as the
+    cheapest drafting length (a pass without drafting would price it as if the drafter's
+    fixed cost went away, and rows were cut to nothing to run slow passes of one token)."""
+    drafting = [c for m, c in costs.items() if m]
+    return {**costs, 0: min(drafting)} if drafting else costs
+
+
+def relative_costs(ratios: dict[tuple[int, int], float], ref: int) -> dict[int, float]:
+    """Each draft length's pass cost relative to `ref`'s, along chains of compared pairs
+    (breadth first: the fewest ratios multiplied)."""
+    return dict(_relative_costs(tuple(ratios.items()), ref))
+
+
+@lru_cache(maxsize=64)
+def _relative_costs(ratios: tuple, ref: int) -> tuple:
+    """relative_costs over hashable ratios, remembered: asked every pass, they change seldom."""
+    costs, frontier = {ref: 1.0}, [ref]
+    while frontier:
+        nxt = []
+        for k in frontier:
+            for (a, b), r in ratios:
+                for there, here, factor in ((a, b, r), (b, a, 1 / r)):
+                    if here == k and there not in costs:
+                        costs[there] = costs[k] * factor
+                        nxt.append(there)
+        frontier = nxt
+    return tuple(costs.items())

@@ -22,6 +22,11 @@ committed tokens per unit of time, from its own measurements.
   and the costs pick no drafts for a lone row, or a window of a vetoed length was chosen,
   the length that realized most above that bar runs. Once passes of a width run, no
   length is kept there before its passes without drafts set that bar.
+- A lone row whose drafter reports its confidence in each draft has its drafts cut to the
+  length that pays (row_lengths.py); the k decided is then only their cap, lifted to the
+  longest length with a known cost: the drafter's pass costs the same whatever its
+  length, and the cut knows the row where the acceptance of rows in general does not
+  (kept below it, a row sure of eight drafts was cut at four).
 - A pass belongs to the regime of the k decided for it (before any row was cut: its
   drafter already ran) and counts toward that regime's realized rate only when its own
   step prepared the same k (its duration holds the next pass's drafting): a k = 0 pass
@@ -38,14 +43,13 @@ committed tokens per unit of time, from its own measurements.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import NamedTuple, Optional
 
 from .acceptance import PositionAcceptance
 from .cut_drafts import remember, settle
-from .draft_cost import WidthModel
+from .draft_cost import WidthModel, relative_costs, while_drafting
 from .realized import RealizedRates
-from .row_lengths import ConfidenceCalibration, choose_lengths
+from .row_lengths import Built, ConfidenceCalibration, choose_lengths
 from .tree import grow, plan_leaves
 
 
@@ -79,9 +83,11 @@ class DraftPolicy:
         self._last: Optional[Branch] = None  # the last committed pass's branch
         self._cut_costs: Optional[dict[int, float]] = None  # the latest decision's relative
         # costs by draft length, when its rows may be cut by them (adaptive, not measuring)
+        self._cut_unit_ns: Optional[float] = None  # what a pass of cost 1.0 among them takes
         self._cut_to: Optional[int] = None  # the most drafts a row carries after a cut
         self._left: dict[int, int] = {}  # width -> the drafts each row kept after the last trim
         self._decided: Optional[int] = None  # k decided for the pass recorded next (uncut)
+        self._row_confidence = False  # the drafter's confidences have cut a row's drafts
         self.reason = ""  # why the latest adaptive decision chose its k, in a few words
 
     def carried_lengths(self) -> tuple[int, ...]:
@@ -142,24 +148,29 @@ class DraftPolicy:
             return 0
         if model.trying == k:
             self.reason = f"k {k}: measuring its cost beside k {model.kept}"
-        else:
-            if model.trying is None:  # no window measuring another length: rows may be cut
-                self._cut_costs = while_drafting(costs)
-            shown = " ".join(f"{m}:{v:.2f}" for m, v in sorted(values.items()))
-            lent = " (costs borrowed from a wider width)" if borrowed else ""
-            self.reason = (
-                f"k {k}: {out}; " if out else f"k {k}: "
-            ) + f"tokens per unit of time by k {shown}{lent}"
+            return k
+        lift = ""
+        if model.trying is None:  # no window measuring another length: rows may be cut
+            self._cut_costs, self._cut_unit_ns = while_drafting(costs), model.typical_ns(ref)
+            top = max(values)  # the longest length whose cost is known and not vetoed
+            if k and width == 1 and self._row_confidence and top > k:
+                k, lift = top, f" (k {k} leads them; the row's own confidences cut it)"
+        shown = " ".join(f"{m}:{v:.2f}" for m, v in sorted(values.items()))
+        lent = " (costs borrowed from a wider width)" if borrowed else ""
+        head = f"k {k}: {out}; " if out else f"k {k}: "
+        self.reason = f"{head}tokens per unit of time by k {shown}{lent}{lift}"
         return k
 
-    def trim(self, rows: list, leaves: int = 0) -> str:
+    def trim(self, rows: list, leaves: int = 0, built: Optional[tuple[int, int]] = None) -> str:
         """Cut each drafting row's drafts to the length that pays (row_lengths.py), when
         adaptive, the drafter gave its confidences and no other length is being measured at
-        this width; then, with `leaves`, let a lone row's chain branch (tree.py). Returns
-        why, in a few words ('' when every row keeps its drafts as they came)."""
+        this width; then, with `leaves`, let a lone row's chain branch (tree.py). built:
+        (drafts a row, host ns) when the next pass was built ahead for every row carrying
+        that many, and building it took that long. Returns why, in a few words ('' when
+        every row keeps its drafts as they came)."""
         if self.adaptive:
             self._learn_from_cut_drafts(rows)
-        why = self._cut(rows)
+        why = self._cut(rows, built)
         left = [len(s.drafts) for s in rows if s.drafts]
         if left and min(left) == max(left):
             self._left[len(left)] = left[0]
@@ -187,15 +198,19 @@ class DraftPolicy:
                 self.calibration.add(o.confidences, o.landed)
                 self.acceptance.add_tail(o.after, o.landed, len(o.confidences))
 
-    def _cut(self, rows: list) -> str:
+    def _cut(self, rows: list, built: Optional[tuple[int, int]]) -> str:
         if self._cut_costs is None:  # fixed, measuring, or no costs yet: nothing to cut by
             return ""
         drafting = [s for s in rows if s.drafts]
         if not any(s.draft_conf for s in drafting):
             return ""
+        self._row_confidence = True
         k = max(len(s.drafts) for s in drafting)
+        ahead = None
+        if built is not None and self._cut_unit_ns and len(drafting) == len(rows):
+            ahead = Built(built[0], built[1] / self._cut_unit_ns)
         choice = choose_lengths(
-            self.calibration, [s.draft_conf or None for s in drafting], k, self._cut_costs
+            self.calibration, [s.draft_conf or None for s in drafting], k, self._cut_costs, ahead
         )
         if choice is None:
             return ""
@@ -262,40 +277,10 @@ class DraftPolicy:
             self.calibration.add(confidences, kept)
         if branch.kind != "decode":
             return
+        if not branch.drafts:
+            self.acceptance.age()
         committed = branch.width + sum(m * n for m, n in enumerate(accepted_lengths))
         self.realized.add(branch.width, decided, committed, duration_ns, counted=pure)
         self.width(branch.width).spend(duration_ns)
         if steady and pure and drafts_next == branch.drafts:
             self.width(branch.width).observe(branch.drafts, duration_ns)
-
-
-def while_drafting(costs: dict[int, float]) -> dict[int, float]:
-    """The costs a cut weighs: by then the drafter has run, and it runs again in the cut
-    pass's own step while the policy keeps drafting, so a row carrying no drafts saves
-    only their verification, not the drafter's pass. Carrying none is priced as the
-    cheapest drafting length (a pass without drafting would price it as if the drafter's
-    fixed cost went away, and rows were cut to nothing to run slow passes of one token)."""
-    drafting = [c for m, c in costs.items() if m]
-    return {**costs, 0: min(drafting)} if drafting else costs
-
-
-def relative_costs(ratios: dict[tuple[int, int], float], ref: int) -> dict[int, float]:
-    """Each draft length's pass cost relative to `ref`'s, along chains of compared pairs
-    (breadth first: the fewest ratios multiplied)."""
-    return dict(_relative_costs(tuple(ratios.items()), ref))
-
-
-@lru_cache(maxsize=64)
-def _relative_costs(ratios: tuple, ref: int) -> tuple:
-    """relative_costs over hashable ratios, remembered: asked every pass, they change seldom."""
-    costs, frontier = {ref: 1.0}, [ref]
-    while frontier:
-        nxt = []
-        for k in frontier:
-            for (a, b), r in ratios:
-                for there, here, factor in ((a, b, r), (b, a, 1 / r)):
-                    if here == k and there not in costs:
-                        costs[there] = costs[k] * factor
-                        nxt.append(there)
-        frontier = nxt
-    return tuple(costs.items())

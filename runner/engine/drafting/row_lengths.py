@@ -15,6 +15,11 @@ token) then lets each row carry only the prefix that pays:
   order of expected commit while the pass's tokens per time grows; the others draft
   nothing, and verify no drafts, this pass.
 - Rows without confidences (the MTP layer, sampling rows) keep k and are always taken.
+- The next verify pass is usually built while the drafter runs, for the lengths the rows
+  kept last time (verify_ahead.py); lengths other than those drop it, and the host then
+  builds the pass while the device waits. That rebuild is priced in: without it a lone
+  row's cut moved between lengths pass after pass, each move paid a rebuild no steady
+  pass's cost shows, and cutting lost to never cutting.
 """
 
 from __future__ import annotations
@@ -55,6 +60,15 @@ class ConfidenceCalibration:
         return total
 
 
+class Built(NamedTuple):
+    """The next pass, built while the drafter ran (verify_ahead.py), for every row carrying
+    `length` drafts: any other lengths drop it, and the host builds their pass while the
+    device waits, at `rebuild` (relative to the costs it is added to)."""
+
+    length: int
+    rebuild: float
+
+
 class RowLengths(NamedTuple):
     lengths: list[int]  # drafts each row carries
     reason: str  # why, in a few words (the pass's `draft_reason`)
@@ -65,16 +79,24 @@ def choose_lengths(
     confidences: list[Optional[list[float]]],
     k: int,
     costs: dict[int, float],
+    built: Optional[Built] = None,
 ) -> Optional[RowLengths]:
     """Each row's draft length (at most k), or None to keep k for every row. costs: pass
-    cost by drafts a row carries, relative to any one of them, at this width."""
+    cost by drafts a row carries, relative to any one of them, at this width; built: the
+    next pass was built for every row carrying built.length drafts, and any other choice
+    adds built.rebuild to its cost."""
     width = len(confidences)
+
+    def cost(lengths: list[int], c: float) -> float:
+        same = built is not None and all(m == built.length for m in lengths)
+        return c + (0.0 if built is None or same else built.rebuild)
+
     if width == 1:
         conf = confidences[0]
         options = [m for m in costs if m <= k]
         if conf is None or not options:
             return None
-        value = {m: calibration.expected(conf, m) / costs[m] for m in options}
+        value = {m: calibration.expected(conf, m) / cost([m], costs[m]) for m in options}
         best = max(sorted(value), key=value.__getitem__)
         why = f"k {best} of {k}: {value[best]:.2f} tokens per unit vs {_others(value, best)}"
         return RowLengths([best], why)
@@ -88,7 +110,8 @@ def choose_lengths(
     for n in range(len(ranked) + 1):
         taken = forced + ranked[:n]
         tokens = sum(gains[r] if gains[r] is not None else 1.0 for r in taken) + (width - len(taken))
-        rate = tokens / (costs[0] + per_row * len(taken))
+        lengths = [k] * len(taken) + [0] * (width - len(taken))
+        rate = tokens / cost(lengths, costs[0] + per_row * len(taken))
         if rate > best_rate:
             best_n, best_rate = n, rate
     chosen = set(forced + ranked[:best_n])
