@@ -15,8 +15,8 @@ policy starts from this machine's costs instead of finding them pass by pass.
 - Passes the engine then runs keep refining the comparisons (they replace these), but
   are never compared with the timed ones: those ran one at a time, while a real pass
   without drafts overlaps with building the next, so a real one set beside a timed one
-  priced drafting far too high (at four rows 3.8 times a pass without drafts, where the
-  drafter's passes take 2.3 times), and at widths above one nothing re-measured it.
+  priced drafting far above what the engine's drafting passes take, and at widths above
+  one nothing re-measured it.
 """
 
 from __future__ import annotations
