@@ -83,7 +83,7 @@ class DraftPolicy:
         self._last: Optional[Branch] = None  # the last committed pass's branch
         self._cut_costs: Optional[dict[int, float]] = None  # the latest decision's relative
         # costs by draft length, when its rows may be cut by them (adaptive, not measuring)
-        self._cut_unit_ns: Optional[float] = None  # what a pass of cost 1.0 among them takes
+        self._cut_unit: Optional[tuple[int, int]] = None  # (width, k): the length those costs are relative to
         self._cut_to: Optional[int] = None  # the most drafts a row carries after a cut
         self._left: dict[int, int] = {}  # width -> the drafts each row kept after the last trim
         self._decided: Optional[int] = None  # k decided for the pass recorded next (uncut)
@@ -151,7 +151,7 @@ class DraftPolicy:
             return k
         lift = ""
         if model.trying is None:  # no window measuring another length: rows may be cut
-            self._cut_costs, self._cut_unit_ns = while_drafting(costs), model.typical_ns(ref)
+            self._cut_costs, self._cut_unit = while_drafting(costs), (width, ref)
             top = max(values)  # the longest length whose cost is known and not vetoed
             if k and width == 1 and self._row_confidence and top > k:
                 k, lift = top, f" (k {k} leads them; the row's own confidences cut it)"
@@ -207,8 +207,10 @@ class DraftPolicy:
         self._row_confidence = True
         k = max(len(s.drafts) for s in drafting)
         ahead = None
-        if built is not None and self._cut_unit_ns and len(drafting) == len(rows):
-            ahead = Built(built[0], built[1] / self._cut_unit_ns)
+        if built is not None and self._cut_unit:  # built for exactly the drafting rows (verify_ahead.build)
+            width, ref = self._cut_unit
+            unit_ns = self.widths[width].typical_ns(ref)  # what a pass of cost 1.0 takes
+            ahead = Built(built[0], built[1] / unit_ns) if unit_ns else None
         choice = choose_lengths(
             self.calibration, [s.draft_conf or None for s in drafting], k, self._cut_costs, ahead
         )
