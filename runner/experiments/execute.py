@@ -12,8 +12,10 @@
   the requests then in flight finish and are kept. Every arm replays the same requests
   in the same order; a faster arm replays more of the stream.
 - One runtime an arm (runner.runtimes: our engine, mlx-lm in-process, an mlx_lm.server the
-  runner starts, or any OpenAI-compatible server), started and warmed up before its
-  first cell, outside any cell's clock, and stopped when the run ends however it ends.
+  runner starts, or any OpenAI-compatible server), started and warmed up outside any cell's
+  clock before the first group of cells (a round's arms at one concurrency and rate) it is
+  in, together with the group's other arms, so that a group's cells run back to back; it
+  is stopped after its last cell or when the run ends however it ends.
 - Rows are buffered in memory during a cell and written between cells, so logging does
   not perturb the timing; given `cell_folders`, each finished cell also goes to a
   measurement folder at once (a killed run loses no finished cell). Per-token times ride
@@ -45,7 +47,7 @@ from pathlib import Path
 from runner.engine.checkpoint import checkpoint_sha256
 from runner.engine.drafting.block_drafter import DRAFTER_FILES
 from runner.engine.shelf import Shelf
-from runner.experiments import chip, load, memory, probe
+from runner.experiments import arm_runtimes, chip, load, memory, probe
 from runner.experiments.cell import CellRows, needs_more, output_sha256, request_seed  # noqa: F401  (the API)
 from runner.experiments.cell_plan import at_rate, done_cells, plan_cells
 from runner.experiments.closed_loop import run_cell
@@ -54,32 +56,10 @@ from runner.experiments.estimate import cell_seconds, estimate_seconds  # noqa: 
 from runner.experiments.progress import CellLabel, CellTarget, Progress
 from runner.experiments.workloads.arrivals import describe, min_requests
 from runner.experiments.workloads.workload import PromptStream
-from runner.runtimes import Runtime, RuntimeFault, start
+from runner.runtimes import Runtime, RuntimeFault
 from runner.store.cell import CellRecord
 from runner.store.cell_folders import CellFolders
 from runner.store.store import Store, StoreError
-
-
-def start_arm(
-    exp: Experiment, arm: str, checkpoint: Path, shelf: Shelf | None = None
-) -> Runtime | RuntimeFault:
-    """The arm's runtime, started and warmed up; a RuntimeFault (a server that cannot be
-    started or reached) is returned, to fail each of the arm's cells with its line.
-    shelf: the run's loaded models, shared by its arms' engines (engine/shelf.py)."""
-    runtime = None
-    w = exp.workload
-    try:
-        runtime = start(exp.runtime(arm), exp.runtime_knobs(arm), checkpoint, shelf)
-        runtime.warm_up(w.prompt_tokens, w.max_new_tokens, exp.seed, w.max_context)
-        return runtime
-    except RuntimeFault as fault:
-        if runtime is not None:
-            runtime.stop()
-        return fault
-    except BaseException:
-        if runtime is not None:
-            runtime.stop()
-        raise
 
 
 @dataclass
@@ -150,13 +130,13 @@ def run_experiment(
         last = {cell.arm: k for k, cell in enumerate(todo, 1)}
         try:
             for k, cell in enumerate(todo, 1):
-                group = (cell.round, cell.concurrency, cell.rate)
-                if deadline is not None and group != _group(todo, k - 1) and time.monotonic() >= deadline:
-                    summary.stopped_by_budget = True
-                    break
-                if cell.arm not in runtimes:
-                    progress.note(f"loading and warming up {exp.runtime(cell.arm)} for arm {cell.arm}")
-                    runtimes[cell.arm] = start_arm(exp, cell.arm, checkpoint, shelf)
+                if (cell.round, cell.concurrency, cell.rate) != arm_runtimes.group_before(todo, k - 1):
+                    if deadline is not None and time.monotonic() >= deadline:
+                        summary.stopped_by_budget = True
+                        break
+                    arm_runtimes.start_group(exp, todo, k - 1, runtimes, budget, progress, shelf)
+                if cell.arm not in runtimes:  # released over the memory budget since
+                    arm_runtimes.start(exp, cell.arm, runtimes, progress, shelf)
                 measuring = _Measuring(
                     st,
                     exp,
@@ -178,11 +158,6 @@ def run_experiment(
                 if isinstance(runtime, Runtime):
                     runtime.stop()
     return summary
-
-
-def _group(cells: list[CellRecord], i: int) -> tuple | None:
-    """The (round, concurrency, rate) of the cell before index i (None for the first)."""
-    return None if i == 0 else (cells[i - 1].round, cells[i - 1].concurrency, cells[i - 1].rate)
 
 
 @dataclass

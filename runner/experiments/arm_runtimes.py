@@ -1,0 +1,71 @@
+"""Which arms' runtimes are up during a run: each started and warmed up, outside any cell's
+clock, before the first group of cells it is in (a round's arms at one concurrency and
+rate), together with the group's other arms. execute.py runs the cells and stops each
+runtime after its arm's last one; memory.py releases idle ones over the memory budget.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runner.engine.shelf import Shelf
+from runner.experiments import memory
+from runner.experiments.declaration import Experiment
+from runner.experiments.progress import Progress
+from runner.runtimes import Runtime, RuntimeFault
+from runner.runtimes import start as start_runtime
+from runner.store.cell import CellRecord
+
+
+def start_arm(
+    exp: Experiment, arm: str, checkpoint: Path, shelf: Shelf | None = None
+) -> Runtime | RuntimeFault:
+    """The arm's runtime, started and warmed up; a RuntimeFault (a server that cannot be
+    started or reached) is returned, to fail each of the arm's cells with its line.
+    shelf: the run's loaded models, shared by its arms' engines (engine/shelf.py)."""
+    runtime = None
+    w = exp.workload
+    try:
+        runtime = start_runtime(exp.runtime(arm), exp.runtime_knobs(arm), checkpoint, shelf)
+        runtime.warm_up(w.prompt_tokens, w.max_new_tokens, exp.seed, w.max_context)
+        return runtime
+    except RuntimeFault as fault:
+        if runtime is not None:
+            runtime.stop()
+        return fault
+    except BaseException:
+        if runtime is not None:
+            runtime.stop()
+        raise
+
+
+def start(exp: Experiment, arm: str, runtimes: dict, progress: Progress, shelf: Shelf) -> None:
+    progress.note(f"loading and warming up {exp.runtime(arm)} for arm {arm}")
+    runtimes[arm] = start_arm(exp, arm, exp.checkpoint, shelf)
+
+
+def start_group(
+    exp: Experiment,
+    cells: list[CellRecord],
+    i: int,
+    runtimes: dict,
+    budget: int | None,
+    progress: Progress,
+    shelf: Shelf,
+) -> None:
+    """Before a group's first cell (index i), the engines of every arm in the group, so that
+    its cells run back to back: an arm started between two of them would put its load and
+    warm-up (tens of seconds) between the cells a round's ratio pairs, and machine drift in
+    that gap would become that round's difference. Over the memory budget the rest start
+    lazily, before their cells, as memory.py frees room."""
+    group = (cells[i].round, cells[i].concurrency, cells[i].rate)
+    arms = [c.arm for c in cells[i:] if (c.round, c.concurrency, c.rate) == group]
+    for n, arm in enumerate(a for a in dict.fromkeys(arms) if a not in runtimes):
+        if n and memory.over(budget) is not None:
+            return
+        start(exp, arm, runtimes, progress, shelf)
+
+
+def group_before(cells: list[CellRecord], i: int) -> tuple | None:
+    """The (round, concurrency, rate) of the cell before index i (None for the first)."""
+    return None if i == 0 else (cells[i - 1].round, cells[i - 1].concurrency, cells[i - 1].rate)

@@ -1,0 +1,64 @@
+"""Arms' engines start before the group of cells they are in, so a round's cells run back
+to back: no arm's load and warm-up sits between two cells whose ratio makes that round."""
+
+from __future__ import annotations
+
+from runner.experiments.declaration import load
+from runner.experiments.execute import run_experiment
+from runner.experiments.progress import Progress
+from runner.train.random_init import write_random_checkpoint
+from tests.test_run_memory import DECLARATION
+
+
+class Sequence(Progress):
+    """What happened, in order: ("load", arm) and ("cell", arm, concurrency, round)."""
+
+    def __init__(self):
+        super().__init__(mode="plain")
+        self.events: list[tuple] = []
+
+    def note(self, text: str, **fields) -> None:
+        super().note(text, **fields)
+        if text.startswith("loading and warming up"):
+            self.events.append(("load", text.rsplit(" ", 1)[1]))
+
+    def cell_started(self, cell, target) -> None:
+        super().cell_started(cell, target)
+        self.events.append(("cell", cell.arm, cell.concurrency, cell.round))
+
+
+def test_every_arm_of_a_group_is_up_before_its_first_cell(tmp_path):
+    model = write_random_checkpoint(tmp_path / "model", seed=1)
+    decl = tmp_path / "two.toml"
+    decl.write_text(DECLARATION.format(model=model).replace("rounds = 6", "rounds = 2"))
+    progress = Sequence()
+    summary = run_experiment(load(decl), tmp_path / "runs.duckdb", progress)
+    assert summary.completed == 8
+    loads = [e[1] for e in progress.events if e[0] == "load"]
+    assert sorted(loads) == ["off", "on"]  # each once: an engine lives until its arm's last cell
+    # Both loads come before the first cell; then nothing but cells, round by round.
+    assert [e[0] for e in progress.events] == ["load", "load"] + ["cell"] * 8
+    cells = [e[1:] for e in progress.events if e[0] == "cell"]
+    assert cells[:2] == [("off", 1, 0), ("on", 1, 0)]
+
+
+def test_a_later_group_starts_the_arm_it_adds_before_its_first_cell(tmp_path):
+    """A group whose arms were not all in the first one (a look measuring more arms, or an
+    arm restarted) starts them before its first cell, not between its cells."""
+    model = write_random_checkpoint(tmp_path / "model", seed=1)
+    decl = tmp_path / "three.toml"
+    decl.write_text(
+        DECLARATION.format(model=model).replace("rounds = 6", "rounds = 1")
+        + "\n[arms.also]\nmtp = true\ndraft_tokens = 2\n"
+    )
+    progress = Sequence()
+    only = {("off", 1), ("on", 1), ("off", 2), ("also", 2)}
+    summary = run_experiment(
+        load(decl), tmp_path / "runs.duckdb", progress, keep=lambda c: (c.arm, c.concurrency) in only
+    )
+    assert summary.completed == 4
+    kinds = [e[0] for e in progress.events]
+    # off and on up, two cells at concurrency 1; on's engine stops after its last cell; also
+    # starts before the group at concurrency 2 begins, not between its two cells.
+    assert kinds == ["load", "load", "cell", "cell", "load", "cell", "cell"]
+    assert progress.events[4] == ("load", "also")
