@@ -3,11 +3,12 @@ to back: no arm's load and warm-up sits between two cells whose ratio makes that
 
 from __future__ import annotations
 
+from test_run_memory import DECLARATION
+
 from runner.experiments.declaration import load
 from runner.experiments.execute import run_experiment
 from runner.experiments.progress import Progress
 from runner.train.random_init import write_random_checkpoint
-from tests.test_run_memory import DECLARATION
 
 
 class Sequence(Progress):
