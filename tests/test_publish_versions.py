@@ -75,3 +75,28 @@ def test_notes_of_one_day_follow_the_measurements_not_their_code_hashes(tmp_path
     html = next((build_site(config, strict=False).site / "blog").glob("20*/**/index.html")).read_text()
     codes = re.findall(r'data-clause="code">code (\w+)<', html)
     assert codes == ["fff0000", "0000aaa"], codes
+
+
+def test_the_newest_notes_shown_are_the_newest_runs_of_every_experiment_the_post_names(tmp_path):
+    """A post naming two experiments, both re-measured three times on one day: the three
+    notes shown are the day's last three measurements, whichever experiment each was (the
+    notes had been grouped by experiment, so the shown ones were all the last one's)."""
+    db = tmp_path / "v.duckdb"
+    m1 = DEFAULT_CHIPS[0]
+    for exp in ("exp-a", "exp-b"):
+        build_fixture(db, experiment=exp, chips=(m1,), passes_per_run=10)
+    for n, (exp, hour) in enumerate(
+        [("exp-a", 8), ("exp-b", 9), ("exp-a", 12), ("exp-b", 13), ("exp-a", 18), ("exp-b", 19)]
+    ):
+        runs = remeasure(
+            db, m1, "on", 1, experiment=exp, speedup=1.0, day=datetime(2026, 12, 5), hour=hour, seed=n + 2
+        )
+        set_code(db, runs, f"c{hour:02d}0000")
+    post = post_text(stated="+25%", experiment="exp-a").replace(
+        "experiment: exp-a", "experiments: [exp-a, exp-b]"
+    )
+    config = write_project(tmp_path, db, {"p.md": post})
+    html = next((build_site(config, strict=False).site / "blog").glob("20*/**/index.html")).read_text()
+    shown = html[html.index("</details>", html.index('class="bothrows-notes"')) :]
+    codes = re.findall(r'data-clause="code">code (\w+)<', shown)
+    assert codes == ["c130000", "c180000", "c190000"], codes

@@ -28,26 +28,35 @@ class Note:
     text: str  # a declared note's full text; an automatic note's clauses, joined
     automatic: bool
     clauses: tuple[Clause, ...] = ()
+    at: str = ""  # an automatic note's newest run's start (notes of one day follow it)
 
     def with_clause(self, clause: Clause) -> Note:
         """The same note with one more clause at the end of its line."""
-        return automatic_note(self.day, (*self.clauses, clause))
+        return automatic_note(self.day, (*self.clauses, clause), self.at)
 
 
 SEPARATOR = " \u00b7 "
 NOTES_SHOWN = 3  # more notes than this fold into "and K earlier updates"
 
 
-def automatic_note(day: str, clauses: tuple[Clause, ...]) -> Note:
-    return Note(day, SEPARATOR.join(c.text for c in clauses), True, tuple(clauses))
+def automatic_note(day: str, clauses: tuple[Clause, ...], at: str = "") -> Note:
+    return Note(day, SEPARATOR.join(c.text for c in clauses), True, tuple(clauses), at)
 
 
 def measurement_note(
-    day: str, chip: str, code: str, experiment: str, cells: int, held: int, reading: int, undecided: int = 0
+    day: str,
+    chip: str,
+    code: str,
+    experiment: str,
+    cells: int,
+    held: int,
+    reading: int,
+    undecided: int = 0,
+    at: str = "",
 ) -> Note:
     """A later measurement in one line: where, what, and what it says of the claims that
     read its experiment (`held` of `reading` hold on its data, `undecided` of the others
-    neither hold nor fail: their data decides nothing)."""
+    neither hold nor fail: their data decides nothing); at: its newest run's start."""
     verdict = f"{held} of {reading} claims that read these cells hold there"
     if undecided:
         verdict += f", {undecided} undecided"
@@ -64,6 +73,7 @@ def measurement_note(
             Clause("experiment", f"{experiment}, {cells} cell{'s' if cells != 1 else ''}"),
             claims,
         ),
+        at,
     )
 
 

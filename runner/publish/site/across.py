@@ -100,7 +100,15 @@ def later_notes(
         held, undecided = said_of.count("holds"), said_of.count("undecided")
         cells = len({(r.arm, r.concurrency) for r in rs})
         note = measurement_note(
-            max(r.day for r in rs), labels.get(chip, chip), code, experiment, cells, held, len(counted), undecided
+            max(r.day for r in rs),
+            labels.get(chip, chip),
+            code,
+            experiment,
+            cells,
+            held,
+            len(counted),
+            undecided,
+            max(r.started for r in rs),
         )
         instances, rounds = (pooled or {}).get(chip, (1, 0))
         if counted and instances > 1:

@@ -35,9 +35,11 @@ def regime_gaps(key: str, datas: dict[str, PostData]) -> list[Failure]:
 
 def notes(post, datas, judging, as_of, declared: list[Note], home, columns) -> list[Note]:
     """The declared notes and the automatic ones for later runs, in date order; on one day
-    the author's own after the measurements' (a declared note answers what they show)."""
+    the author's own after the measurements' (a declared note answers what they show), and
+    the measurements' in the order they ran, whichever experiment of the post each measured
+    (grouped by experiment, the newest lines shown could all be one experiment's)."""
     auto = later_notes(post, datas, judging, as_of, home, columns)
-    return sorted(declared + auto, key=lambda n: (n.day, not n.automatic))
+    return sorted(declared + auto, key=lambda n: (n.day, not n.automatic, n.at))
 
 
 def notes_section(first: PostData, notes: list[Note], quick: bool) -> str:
