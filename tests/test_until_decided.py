@@ -15,7 +15,8 @@ import pytest
 
 from runner.cli import main as cli
 from runner.experiments.declaration import load
-from runner.experiments.until_decided import Comparison, Judged, deciding_comparisons, still_open
+from runner.experiments.until_decided import Comparison, Judged, deciding_comparisons, look_line, still_open
+from runner.publish.stats.verdicts import MOST_ROUNDS
 from runner.train.random_init import write_random_checkpoint
 
 
@@ -78,6 +79,9 @@ def test_a_spent_budget_ends_normally_and_running_again_continues_the_sequence(d
         int(c) for c in re.findall(r"of b vs a at concurrency (\d): .*: undecided", first)
     }  # at two rounds a 97.5% t interval has t = 25: nothing is decided
     assert undecided
+    assert re.search(
+        r"of b vs a at concurrency \d: .*: undecided \((about|more than) \d+ rounds would decide it", first
+    )
     assert cli(args) == 0
     second = capfd.readouterr().err
     assert "look 2 of 2: measuring up to 4 rounds" in second and "look 2 of 2 (rounds 2, 4)" in second
@@ -143,3 +147,17 @@ def test_bad_flags_are_one_line_and_measure_nothing(decl, tmp_path, capfd, flags
     assert cli(["run", str(decl), "--db", str(db), "--no-openblas", "--until-decided", *flags]) == 2
     err = capfd.readouterr().err
     assert words in err and not db.exists()
+
+
+def test_an_undecided_line_says_about_how_many_rounds_would_decide_it(decl):
+    b = Comparison("b", "a", "decode_tps", (1,))
+    assert look_line(Judged(b, 1, "+3.0%", "faster"), 12).endswith(": +3.0%: faster")
+    assert look_line(Judged(b, 1, "+3.0%", "undecided", 9), 12).endswith(
+        ": undecided (about 9 rounds would decide it)"
+    )
+    assert look_line(Judged(b, 1, "-2.9%", "undecided", 40), 24).endswith(
+        ": undecided (about 40 rounds would decide it; max_rounds is 24)"
+    )
+    assert look_line(Judged(b, 1, "-9.9%", "undecided", MOST_ROUNDS), 24).endswith(
+        f"(more than {MOST_ROUNDS} rounds would decide it; max_rounds is 24)"
+    )

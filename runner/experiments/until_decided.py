@@ -104,6 +104,7 @@ class Judged:
     concurrency: int
     text: str  # the change and its interval, as the page prints it
     kind: str | None  # verdicts' kind; None: not measured yet
+    rounds_to_decide: int | None = None  # undecided: about how many rounds would decide it
 
 
 def judge_look(
@@ -138,7 +139,7 @@ def judge_look(
                 text = "not measured" if e.value is None else f"{e.value:+.1%}"
                 if e.lo is not None:
                     text += f" [{e.lo:+.1%}, {e.hi:+.1%}] over {e.n_rounds} rounds"
-                out.append(Judged(cmp, conc, text, d.kind if d else None))
+                out.append(Judged(cmp, conc, text, d.kind if d else None, d.rounds_to_decide if d else None))
     return out
 
 
@@ -203,9 +204,21 @@ def _print_look(progress: Progress, look: int, schedule: tuple[int, ...], judged
     decided = len(judged) - len(undecided)
     progress.note(f"look {look} of {len(schedule)} (rounds {rounds}): {decided} of {len(judged)} decided")
     for j in judged:
-        progress.note(
-            f"  {j.comparison} at concurrency {j.concurrency}: {j.text}: {j.kind or 'no interval yet'}"
-        )
+        progress.note(look_line(j, schedule[-1]))
+
+
+def look_line(j: Judged, max_rounds: int) -> str:
+    """One comparison at a look; an undecided one says about how many rounds would decide
+    it at the spread measured so far, and when that is past the design's max_rounds."""
+    line = f"  {j.comparison} at concurrency {j.concurrency}: {j.text}: {j.kind or 'no interval yet'}"
+    n = j.rounds_to_decide
+    if n is None:
+        return line
+    from runner.publish.stats.verdicts import MOST_ROUNDS
+
+    about = "about" if n < MOST_ROUNDS else "more than"
+    past = f"; max_rounds is {max_rounds}" if n > max_rounds else ""
+    return f"{line} ({about} {n} rounds would decide it{past})"
 
 
 def _added(a, b):
