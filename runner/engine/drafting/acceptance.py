@@ -57,6 +57,10 @@ class PositionAcceptance:
         self.hit = [0.0] * (MAX_POSITIONS + 1)
         self.drafts = [0] * (MAX_POSITIONS + 1)  # drafts reached at each position, not decayed
         self._rates: list[float] = []  # at(1), at(2), ... as far as asked since the last count
+        # read every pass: each position's prior and the weight it has left, kept as they change
+        self._priors = [NO_PRIOR] + [self._prior(j) for j in range(1, MAX_POSITIONS + 1)]
+        self._weights = [float(self.prior_weight)] * (MAX_POSITIONS + 1)
+        self._counted = 0  # the furthest position any draft reached (past it the counts are 0)
 
     def add(self, accepted_lengths: tuple[int, ...]) -> None:
         """One pass's histogram: [m] drafting rows that kept m drafts, m = 0..k. Rows are
@@ -69,14 +73,15 @@ class PositionAcceptance:
                 self.reached[i] = keep * self.reached[i] + n
                 self.hit[i] = keep * self.hit[i] + ok
                 self.drafts[i] += n
+                self._weigh(i)
                 self._rates = []
 
     def age(self) -> None:
         """A decode pass verified no drafts: every count keeps IDLE_MEMORY of its weight.
         Only toward a measured prior: without one the estimates would lean on a guess."""
-        if not self.prior:
+        if not self.prior or not self._counted:  # nothing counted: nothing ages, the estimates stand
             return
-        for i in range(1, MAX_POSITIONS + 1):
+        for i in range(1, self._counted + 1):
             self.reached[i] *= IDLE_MEMORY
             self.hit[i] *= IDLE_MEMORY
         self._rates = []
@@ -90,7 +95,13 @@ class PositionAcceptance:
             self.reached[i] = DRAFT_MEMORY * self.reached[i] + 1
             self.hit[i] = DRAFT_MEMORY * self.hit[i] + (i <= after + landed)
             self.drafts[i] += 1
+            self._weigh(i)
             self._rates = []
+
+    def _weigh(self, i: int) -> None:
+        """Position i's prior weight after its drafts so far: decaying, never below PRIOR_DRAFTS."""
+        self._weights[i] = max(PRIOR_DRAFTS, self.prior_weight * DRAFT_MEMORY ** self.drafts[i])
+        self._counted = max(self._counted, i)
 
     def at(self, i: int) -> float:
         """Acceptance at position i given every earlier draft accepted."""
@@ -111,12 +122,13 @@ class PositionAcceptance:
         if len(rates) < i:
             j = len(rates) + 1
             rate = rates[-1] if rates else NO_PRIOR
-            prior_before = self._prior(j - 1) if rates else NO_PRIOR
+            priors, weights, hit, reached = self._priors, self._weights, self.hit, self.reached
+            prior_before = priors[j - 1] if rates else NO_PRIOR
             for j in range(j, i + 1):
-                prior = self._prior(j)
+                prior = priors[j]
                 lean = min(rate * prior / prior_before, 1.0)  # without a prior: the estimate before
-                w = max(PRIOR_DRAFTS, self.prior_weight * DRAFT_MEMORY ** self.drafts[j])
-                rate = (self.hit[j] + w * lean) / (self.reached[j] + w)
+                w = weights[j]
+                rate = (hit[j] + w * lean) / (reached[j] + w)
                 rates.append(rate)
                 prior_before = prior
         return rates

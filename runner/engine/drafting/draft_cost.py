@@ -71,11 +71,17 @@ class WidthModel:
     excess_ns: float = 0.0  # what the priced window's passes took beyond the kept ones, clipped
     explore_until: int = 0  # spent_ns before which the next window may not start
     _ratios: Optional[dict] = None  # ratios() until the next comparison (asked every pass)
+    _run_k: Optional[int] = None  # the branch of the latest steady passes ...
+    _run: int = 0  # ... and how many in a row
 
     def observe(self, k: int, duration_ns: int) -> None:
         """One steady pass: compared with each other branch around it while in the minority."""
         self.seen[k] += 1
+        self._run = self._run + 1 if self._run_k == k else 1
+        self._run_k = k
         self.history.append((k, duration_ns))
+        if self._run >= len(self.history):  # the history is the last passes, all of k: none to compare
+            return
         counts = Counter(was for was, _ in self.history)
         for other, n in counts.items():
             if other == k or n < MIN_SIDE or counts[k] > n:
