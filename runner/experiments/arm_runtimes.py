@@ -6,6 +6,7 @@ runtime after its arm's last one; memory.py releases idle ones over the memory b
 
 from __future__ import annotations
 
+from itertools import takewhile
 from pathlib import Path
 
 from runner.engine.shelf import Shelf
@@ -58,14 +59,19 @@ def start_group(
     warm-up (tens of seconds) between the cells a round's ratio pairs, and machine drift in
     that gap would become that round's difference. Over the memory budget the rest start
     lazily, before their cells, as memory.py frees room."""
-    group = (cells[i].round, cells[i].concurrency, cells[i].rate)
-    arms = [c.arm for c in cells[i:] if (c.round, c.concurrency, c.rate) == group]
+    group = group_of(cells[i])
+    arms = [c.arm for c in takewhile(lambda c: group_of(c) == group, cells[i:])]
     for n, arm in enumerate(a for a in dict.fromkeys(arms) if a not in runtimes):
         if n and memory.over(budget) is not None:
             return
         start(exp, arm, runtimes, progress, shelf)
 
 
+def group_of(cell: CellRecord) -> tuple:
+    """The group a cell is in: its (round, concurrency, rate)."""
+    return cell.round, cell.concurrency, cell.rate
+
+
 def group_before(cells: list[CellRecord], i: int) -> tuple | None:
-    """The (round, concurrency, rate) of the cell before index i (None for the first)."""
-    return None if i == 0 else (cells[i - 1].round, cells[i - 1].concurrency, cells[i - 1].rate)
+    """The group of the cell before index i (None for the first)."""
+    return None if i == 0 else group_of(cells[i - 1])

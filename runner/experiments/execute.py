@@ -130,7 +130,7 @@ def run_experiment(
         last = {cell.arm: k for k, cell in enumerate(todo, 1)}
         try:
             for k, cell in enumerate(todo, 1):
-                if (cell.round, cell.concurrency, cell.rate) != arm_runtimes.group_before(todo, k - 1):
+                if arm_runtimes.group_of(cell) != arm_runtimes.group_before(todo, k - 1):
                     if deadline is not None and time.monotonic() >= deadline:
                         summary.stopped_by_budget = True
                         break

@@ -99,7 +99,8 @@ class PositionAcceptance:
             self._rates = []
 
     def _weigh(self, i: int) -> None:
-        """Position i's prior weight after its drafts so far: decaying, never below PRIOR_DRAFTS."""
+        """Position i has new drafts: its prior's weight after them (decaying, never below
+        PRIOR_DRAFTS), and it is among the positions counted (those age() reaches)."""
         self._weights[i] = max(PRIOR_DRAFTS, self.prior_weight * DRAFT_MEMORY ** self.drafts[i])
         self._counted = max(self._counted, i)
 
