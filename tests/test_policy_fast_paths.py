@@ -1,6 +1,7 @@
 """The adaptive policy's per-pass shortcuts (it runs on the host every pass) decide what the
 plain computations would: a steady run of one branch skips the comparisons none can make,
-and the acceptance estimate keeps each position's prior and weight as they change."""
+and the acceptance estimate keeps each position's prior and weight as they change. One
+decides less often, by design: a batch kept at k = 0 weighs its costs every HOLD passes."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from runner.engine.drafting.acceptance import (
     conditional,
 )
 from runner.engine.drafting.draft_cost import HISTORY, MIN_SIDE, RATIOS, WidthModel
+from runner.engine.drafting.draft_policy import HOLD, DraftPolicy
 
 
 def compared(events: list) -> dict:
@@ -130,3 +132,30 @@ def test_aging_before_any_draft_keeps_the_estimate_as_it_was():
         a.age()
     assert [a.at(i) for i in range(1, 9)] == before
     assert abs(a.expected_tokens(8) - (1 + sum(EVALUATED))) < 1e-9
+
+
+def weighings(p: DraftPolicy, width: int) -> list:
+    """Counts the width model's weighings (each full decision asks it to choose)."""
+    model, seen = p.width(width), []
+    choose = model.choose
+    model.choose = lambda *a, **k: seen.append(1) or choose(*a, **k)
+    return seen
+
+
+def test_a_batch_kept_at_no_drafts_weighs_its_costs_every_hold_passes_a_lone_row_every_pass():
+    p = DraftPolicy("adaptive", None, 8, conditional(EVALUATED))
+    for width in (1, 4):  # drafts cost 2x and 3x a pass: none pays at either width
+        for _ in range(20):
+            for k, ns in ((0, 1.0e6), (1, 2.0e6), (2, 3.0e6)):
+                p.width(width).observe(k, int(ns))
+    seen, before = weighings(p, 4), p.width(4).decisions
+    assert [p.decide(4) for _ in range(2 * HOLD + 1)] == [0] * (2 * HOLD + 1)
+    assert len(seen) == 3 and p.width(4).decisions == before + 2 * HOLD + 1  # held passes count
+    assert p.reason.startswith("k 0: tokens per unit of time") and not p.reason.endswith("(held)")
+    p.decide(4)
+    assert p.reason.endswith("(held)")  # the pass row says its k was kept, not weighed
+    p.width(4).observe(4, int(5.0e6))  # a new comparison at the width ends the hold
+    p.decide(4)
+    assert len(seen) == 4
+    alone = weighings(p, 1)
+    assert [p.decide(1) for _ in range(8)] == [0] * 8 and len(alone) == 8

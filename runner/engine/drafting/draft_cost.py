@@ -73,6 +73,7 @@ class WidthModel:
     _ratios: Optional[dict] = None  # ratios() until the next comparison (asked every pass)
     _run_k: Optional[int] = None  # the branch of the latest steady passes ...
     _run: int = 0  # ... and how many in a row
+    compared: int = 0  # comparisons made so far (a changed count: the ratios may have moved)
 
     def observe(self, k: int, duration_ns: int) -> None:
         """One steady pass: compared with each other branch around it while in the minority."""
@@ -91,7 +92,7 @@ class WidthModel:
             if k < other:
                 pair, ratio = (other, k), 1 / ratio
             self.comparisons.setdefault(pair, deque(maxlen=RATIOS)).append(ratio)
-            self._ratios = None
+            self._ratios, self.compared = None, self.compared + 1
 
     def ratios(self) -> dict[tuple[int, int], float]:
         """c(a) / c(b) for each pair (a, b), a > b, compared often enough (a fresh dict)."""

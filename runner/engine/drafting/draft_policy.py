@@ -27,6 +27,9 @@ committed tokens per unit of time, from its own measurements.
   longest length with a known cost: the drafter's pass costs the same whatever its
   length, and the cut knows the row where the acceptance of rows in general does not
   (kept below it, a row sure of eight drafts was cut at four).
+- A width above one kept at 0 by its costs holds 0 for HOLD passes (or to its next
+  comparison) unweighed, counted as decisions: MLX's CPU backend runs the host's work
+  between passes, not beside them, and weighing is most of what drafting adds to them.
 - A pass belongs to the regime of the k decided for it (before any row was cut: its
   drafter already ran) and counts toward that regime's realized rate only when its own
   step prepared the same k (its duration holds the next pass's drafting): a k = 0 pass
@@ -51,6 +54,8 @@ from .draft_cost import WidthModel, relative_costs, while_drafting
 from .realized import RealizedRates
 from .row_lengths import Built, ConfidenceCalibration, choose_lengths
 from .tree import grow, plan_leaves
+
+HOLD = 4  # passes a width keeps k = 0 chosen by its costs before weighing them again
 
 
 class Branch(NamedTuple):
@@ -88,6 +93,8 @@ class DraftPolicy:
         self._left: dict[int, int] = {}  # width -> the drafts each row kept after the last trim
         self._decided: Optional[int] = None  # k decided for the pass recorded next (uncut)
         self._row_confidence = False  # the drafter's confidences have cut a row's drafts
+        self._hold, self._weighed = (0, 0, 0), ""  # (width, its comparisons, passes left) of a
+        # k = 0 kept unweighed, and the reason of the decision it keeps
         self.reason = ""  # why the latest adaptive decision chose its k, in a few words
 
     def carried_lengths(self) -> tuple[int, ...]:
@@ -95,9 +102,7 @@ class DraftPolicy:
         return tuple(k for k in self.lengths if k) if self.adaptive else (self.draft_tokens,)
 
     def width(self, width: int) -> WidthModel:
-        if width not in self.widths:
-            self.widths[width] = WidthModel()
-        return self.widths[width]
+        return self.widths[width] if width in self.widths else self.widths.setdefault(width, WidthModel())
 
     def permits(self, width: int) -> bool:
         """May a pass of this width verify the drafts its rows carry?"""
@@ -112,6 +117,11 @@ class DraftPolicy:
         if not self.adaptive:
             return self.draft_tokens if self.permits(width) else 0
         model = self.width(width)
+        held_at, compared, left = self._hold
+        if left and held_at == width and compared == model.compared:
+            self._hold, self.reason = (width, compared, left - 1), self._weighed + " (held)"
+            model.decisions += 1  # the re-measuring schedule counts passes, held or not
+            return 0
         ratios, borrowed = self._ratios(width)
         if not ratios:
             k = model.bootstrap(1, self.lengths)
@@ -159,6 +169,8 @@ class DraftPolicy:
         lent = " (costs borrowed from a wider width)" if borrowed else ""
         head = f"k {k}: {out}; " if out else f"k {k}: "
         self.reason = f"{head}tokens per unit of time by k {shown}{lent}{lift}"
+        hold = not k and model.trying is None and width > 1  # a lone row's veto weighs every pass
+        self._hold, self._weighed = (width, model.compared, HOLD - 1 if hold else 0), self.reason
         return k
 
     def trim(self, rows: list, leaves: int = 0, built: Optional[tuple[int, int]] = None) -> str:
