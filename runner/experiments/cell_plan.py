@@ -1,8 +1,10 @@
 """Which cells a declaration has, in the order they run, and which are already done.
 
-The order is round -> concurrency -> rate -> arm, the arms rotated by one at each step
+The order is round -> concurrency -> rate -> arm, the arms' order turning at each step
 (A B, then B A), so that machine drift hits every arm alike and running second is not
-always the same arm's lot. Runs nothing; `execute.py` runs the cells, `plan.py` prints them.
+always the same arm's lot, for every pair of arms: measuring until decided runs only the
+compared pair's cells, and a plain rotation of four arms put `off` before `adaptive` in
+three rounds of four. Runs nothing; `execute.py` runs the cells, `plan.py` prints them.
 """
 
 from __future__ import annotations
@@ -17,14 +19,13 @@ from runner.store.store import Store
 
 def plan_cells(exp: Experiment) -> list[CellRecord]:
     """Every cell of the declaration (one `CellRecord` each), round -> concurrency -> rate
-    (a sweep's, in declared order) -> arm, the arms rotated by one at each step of round,
-    concurrency and rate (A B, then B A): an arm's place in the pair is not always the
-    same, so a position effect becomes spread the intervals carry, not a bias."""
+    (a sweep's, in declared order) -> arm, the arms in `arm_order` at each step of round,
+    concurrency and rate (A B, then B A): an arm's place beside any other is not always
+    the same, so a position effect becomes spread the intervals carry, not a bias."""
     arms, rates, cells = list(exp.arms), exp.workload.rates or (None,), []
     for r in range(exp.rounds):
         for i, c in enumerate(sorted(exp.concurrency)):
             for j, rate in enumerate(rates):
-                turn = (r + i + j) % len(arms)
                 cells += [
                     CellRecord(
                         experiment=exp.name,
@@ -40,9 +41,21 @@ def plan_cells(exp: Experiment) -> list[CellRecord]:
                         rate=rate,
                         looks=exp.looks_text,
                     )
-                    for arm in arms[turn:] + arms[:turn]
+                    for arm in (arms[k] for k in arm_order(len(arms), r + i + j))
                 ]
     return cells
+
+
+def arm_order(n: int, turn: int) -> list[int]:
+    """The order of n arms (indices) at a turn: a Williams design, the row 0, 1, n-1, 2,
+    n-2, ... shifted by the turn (an odd n mirrors every other n rows, shifted so the first
+    arm still changes), so that each pair of arms runs in each order equally often over
+    n turns (2n for an odd n), and the first arm changes from turn to turn."""
+    base = [0] + [(m + 1) // 2 if m % 2 else n - m // 2 for m in range(1, n)]
+    if n % 2 == 0 or (turn // n) % 2 == 0:
+        return [(b + turn) % n for b in base]
+    shift = next((c for c in range(n) if (base[-1] + c) % n not in (1, n - 1)), 0)
+    return [(b + turn + shift) % n for b in reversed(base)]
 
 
 def at_rate(exp: Experiment, rate: float | None) -> Experiment:
