@@ -29,7 +29,7 @@ committed tokens per unit of time, from its own measurements.
   (kept below it, a row sure of eight drafts was cut at four).
 - A width above one kept at 0 by its costs holds 0 for HOLD passes (or to its next
   comparison) unweighed, counted as decisions: MLX's CPU backend runs the host's work
-  between passes, not beside them, and weighing is most of what drafting adds to them.
+  between passes, not beside them, and weighing was most of what adaptive added there.
 - A pass belongs to the regime of the k decided for it (before any row was cut: its
   drafter already ran) and counts toward that regime's realized rate only when its own
   step prepared the same k (its duration holds the next pass's drafting): a k = 0 pass
