@@ -102,7 +102,9 @@ class DraftPolicy:
         return tuple(k for k in self.lengths if k) if self.adaptive else (self.draft_tokens,)
 
     def width(self, width: int) -> WidthModel:
-        return self.widths[width] if width in self.widths else self.widths.setdefault(width, WidthModel())
+        if width not in self.widths:
+            self.widths[width] = WidthModel()
+        return self.widths[width]
 
     def permits(self, width: int) -> bool:
         """May a pass of this width verify the drafts its rows carry?"""
