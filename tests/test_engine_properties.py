@@ -21,11 +21,14 @@ budgets = st.sampled_from([0, 1, 2, 5, 16])  # max_pass_tokens; 0: no budget
     chunk=st.sampled_from([1, 3, 8, 64]),
     budget=budgets,
     max_new=st.integers(1, 9),
+    hold=st.sampled_from([0, 3]),  # prefill_hold
 )
-def test_output_independent_of_batch_chunk_and_budget(engine_cache, prompts, batch, chunk, budget, max_new):
+def test_output_independent_of_batch_chunk_and_budget(
+    engine_cache, prompts, batch, chunk, budget, max_new, hold
+):
     alone = engine_cache(max_batch_size=1, prefill_chunk=256)
     expected = [alone.generate([p], max_new_tokens=max_new)[0] for p in prompts]
-    eng = engine_cache(max_batch_size=batch, prefill_chunk=chunk, max_pass_tokens=budget)
+    eng = engine_cache(max_batch_size=batch, prefill_chunk=chunk, max_pass_tokens=budget, prefill_hold=hold)
     assert eng.generate(prompts, max_new_tokens=max_new) == expected
 
 

@@ -126,11 +126,18 @@ class EngineConfig:
     prefill_chunk. The budget never starves decoding: decode rows all run even when they
     alone exceed it (that pass then schedules no prefill), and a pass without decode
     rows always prefills at least one token.
+
+    prefill_hold: passes a request with a free slot may wait while rows are decoding, so
+    that prompts arriving apart prefill together once those rows finish (or the hold runs
+    out) instead of one by one, each stalling the decoding rows (scheduler.py); 0: admit
+    at once. It trades the waiting request's time to first token, by at most that many
+    passes, for fewer stalls and batched prefills.
     """
 
     max_batch_size: int = 4
     prefill_chunk: int = 256
     max_pass_tokens: Optional[int] = 0  # 0 or None: no per-pass token budget
+    prefill_hold: int = 0  # passes a request may wait for decoding rows to finish (0: none)
     dtype: str = "float32"
     mtp: bool = False  # draft (with `drafter`); the name is the depth-1 MTP drafting's
     draft_policy: str = "always"
@@ -164,6 +171,9 @@ class EngineConfig:
         v = self.max_pass_tokens
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise bad("max_pass_tokens", f"expected an integer >= 1, or 0 for no budget, got {v!r}")
+        v = self.prefill_hold
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise bad("prefill_hold", f"expected an integer >= 0 (passes; 0: admit at once), got {v!r}")
         if isinstance(self.index_topk, bool) or not isinstance(self.index_topk, int) or self.index_topk < 0:
             raise bad("index_topk", f"expected an integer >= 0, got {self.index_topk!r}")
         if self.dtype not in DTYPES:

@@ -65,7 +65,12 @@ class Engine:
         )
         self.prefix = PrefixCache(self.pool, config.prefix_cache_bytes)
         self.scheduler = Scheduler(
-            config.max_batch_size, config.prefill_chunk, self.pool, self.prefix, config.max_pass_tokens
+            config.max_batch_size,
+            config.prefill_chunk,
+            self.pool,
+            self.prefix,
+            config.max_pass_tokens,
+            config.prefill_hold,
         )
         self.forward = Forward(model, self.pool, config.index_topk, config.compile, passes)
         self.drafter = make_drafter(
@@ -230,7 +235,7 @@ class Engine:
         cur = self._take_or_launch()
         if cur is None:
             return []
-        self._queued = self.launcher.launch_ahead(cur)
+        self._queued = self.launcher.launch_ahead(cur, self._pass_index + 1)
         reason = self._draft_reason  # decided when cur's drafts were made
         out = cur.wait()  # blocks until cur has run
         done = commit_pass(cur, out, self.eos, self.drafter, self.pool.move_position)
@@ -264,7 +269,7 @@ class Engine:
         """The pass queued by the previous step, else one planned now (None: no work)."""
         cur, self._queued = self._queued, None
         if cur is None:
-            self.scheduler.admit()
+            self.scheduler.admit(self._pass_index)
             if self.scheduler.running:
                 cur = self.launcher.launch()
         return cur

@@ -54,8 +54,10 @@ class Launcher:
 
     def expected_width(self, rows: int) -> int:
         """Rows the next pass should hold when `rows` rows of this one go on: those and
-        the waiting requests, up to max_batch_size."""
-        return min(rows + len(self.scheduler.waiting), self.config.max_batch_size)
+        the waiting requests, up to max_batch_size (none of them while they are held)."""
+        sched = self.scheduler
+        joining = 0 if sched.hold_from is not None else len(sched.waiting)
+        return min(rows + joining, self.config.max_batch_size)
 
     def _drafts_wanted_after(self, width: int) -> bool:
         """May the pass after one of `width` rows draft? Fixed policies know from the width
@@ -166,9 +168,9 @@ class Launcher:
         tokens, starts = mx.array(feed, mx.int32), mx.array([start], mx.int32)
         return self._dispatch(plan, tokens, lay.ctx, out_index, lay.first, starts, None, None)
 
-    def launch_ahead(self, cur: Launched) -> Optional[Launched]:
-        """Queue the pass after `cur` before cur's tokens are known, when its inputs follow
-        from cur's outputs (Launched.next_inputs); None when they do not."""
+    def launch_ahead(self, cur: Launched, next_index: int) -> Optional[Launched]:
+        """Queue the pass after `cur` (pass `next_index`) before cur's tokens are known, when
+        its inputs follow from cur's outputs (Launched.next_inputs); None when they do not."""
         plan, sched, drafter = cur.plan, self.scheduler, self.drafter
         if not self.config.pipeline or plan.kind != "decode" or any(s.temperature > 0 for s in plan.rows):
             return None
@@ -179,7 +181,8 @@ class Launcher:
         keep = cur.continuing_rows()
         if not keep:
             return None
-        if sched.waiting and len(sched.running) - (len(plan.rows) - len(keep)) < self.config.max_batch_size:
+        slot = len(sched.running) - (len(plan.rows) - len(keep)) < self.config.max_batch_size
+        if sched.waiting and slot and not sched.holds_at(next_index):
             return None  # a slot may open: admit at the next planned pass
         want = False
         if drafter is not None:

@@ -1,6 +1,10 @@
 """Which rows run in the next pass and what each feeds: admission and chunking.
 
-Admission is first come, first served under max_batch_size. A decoding row feeds its
+Admission is first come, first served under max_batch_size. With prefill_hold, requests
+that find a free slot while rows are decoding wait up to that many passes: prompts that
+arrive apart (rows that drafted finish apart) then prefill together once the decoding
+rows finish, in one pass that stalls nobody, instead of one by one beside them, each
+pass of it a stall for every decoding row. A decoding row feeds its
 last token, plus its drafts when the pass drafts; a prefilling row feeds its next chunk
 of at most prefill_chunk prompt tokens. Under a per-pass token budget (max_pass_tokens)
 decode rows go first and all run, even past the budget, so that a long prompt never
@@ -53,9 +57,12 @@ class Scheduler:
         pool: BlockPool,
         prefix: PrefixCache,
         max_pass_tokens: int = 0,
+        prefill_hold: int = 0,
     ):
         self.max_batch_size, self.prefill_chunk = max_batch_size, prefill_chunk
         self.max_pass_tokens = max_pass_tokens  # 0: no budget
+        self.prefill_hold = prefill_hold  # passes (0: admit at once)
+        self.hold_from: Optional[int] = None  # the pass a hold of the waiting requests began
         self.pool, self.prefix = pool, prefix
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -63,13 +70,34 @@ class Scheduler:
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
 
-    def admit(self) -> None:
+    def admit(self, pass_index: int = 0) -> None:
+        """Move waiting requests into free slots, unless held (`pass_index`: the pass about
+        to be planned, which a hold counts in)."""
+        if self._holds(pass_index):
+            return
+        self.hold_from = None
         while self.waiting and len(self.running) < self.max_batch_size:
             seq = self.waiting.popleft()
             seq.status = Status.RUNNING
             seq.blocks = self.prefix.match(seq.prompt)
             seq.computed = seq.mtp_computed = seq.cached_tokens = len(seq.blocks) * self.pool.block_size
             self.running.append(seq)
+
+    def _holds(self, pass_index: int) -> bool:
+        """Whether the waiting requests sit this pass out: a slot is free, rows are decoding
+        (a prompt now would stall them) and the hold has lasted under prefill_hold passes."""
+        if not (self.prefill_hold and self.waiting and len(self.running) < self.max_batch_size):
+            return False
+        if all(s.prefilling for s in self.running):
+            return False  # nobody to stall: prefill now
+        if self.hold_from is None:
+            self.hold_from = pass_index
+        return self.holds_at(pass_index)
+
+    def holds_at(self, pass_index: int) -> bool:
+        """Whether the hold under way (if any) still keeps the waiting requests out of pass
+        `pass_index`, while rows go on decoding."""
+        return self.hold_from is not None and pass_index - self.hold_from < self.prefill_hold
 
     def plan(self, use_drafts: bool) -> PassPlan:
         """The next pass: every decode row, then the prefill chunks the budget leaves room
