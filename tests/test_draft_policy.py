@@ -23,6 +23,8 @@ from runner.engine.drafting.draft_cost import (
     REFRESH_LEN,
     SETTLED,
     WidthModel,
+    nearest,
+    neighbours,
 )
 from runner.engine.drafting.draft_policy import Branch, DraftPolicy, draft_lengths
 from runner.engine.sequence import Sequence
@@ -270,6 +272,20 @@ def test_batched_only_a_neighbour_about_to_pay_is_re_measured():
     alone = WidthModel()
     values[1] = 0.7
     assert [alone.choose(values, lengths, True) for _ in range(REFRESH_LEN)] == [1] * REFRESH_LEN
+
+
+def test_batched_the_refresh_steps_past_a_length_priced_out_to_one_about_to_pay():
+    # As adaptive priced width 4 under prefill_hold (runner passes' reasons): one draft
+    # priced out, two and four level with none; kept at 0, a refresh stuck on the
+    # neighbour (k = 1) never measured them again, for whole runs.
+    m = WidthModel(kept=0)  # kept by earlier costs; 2 does not pay by SWITCH_MARGIN
+    lengths = (0, 1, 2, 4, 8)
+    values = {0: 1.0, 1: 0.93, 2: 1.03, 4: 1.02, 8: 0.85}
+    taken = [m.choose(values, lengths, True, batched=True) for _ in range(REFRESH_EVERY + REFRESH_LEN)]
+    assert m.kept == 0 and taken[: REFRESH_EVERY - 1] == [0] * (REFRESH_EVERY - 1)
+    assert taken[REFRESH_EVERY - 1 : REFRESH_EVERY - 1 + REFRESH_LEN] == [2] * REFRESH_LEN
+    assert nearest(lengths, 0, lambda k: values[k] >= 0.96 * 1.03) == [2]
+    assert nearest(lengths, 2, lambda k: True) == neighbours(lengths, 2) == [1, 4]
 
 
 def test_a_neighbour_compared_a_few_times_only_is_re_measured_between_kept_passes():

@@ -12,8 +12,11 @@ draft length not taken.
   worse edge ends it), a neighbour of the branch kept compared with it fewer than SETTLED
   times (a few passes on a shared machine can be a neighbour's burst), and every
   REFRESH_EVERY decisions a neighbour of the branch kept. At a width above one, a
-  neighbour is re-measured only while its known cost prices it within SWITCH_MARGIN of
-  the best (about to pay): any drafting pass there sets the rows' lengths apart, so rows
+  length is re-measured only while its known cost prices it within SWITCH_MARGIN of the
+  best (about to pay), the nearest such on each side of the branch kept (one draft can
+  lose where two or four pay: the block drafter's pass costs the same at every length,
+  and a refresh stuck on it kept a width at 0 for whole runs while 2 and 4 priced level
+  or better): any drafting pass there sets the rows' lengths apart, so rows
   that started in step stop finishing together (a new prompt's prefill then stalls the
   others), a price no pass's duration shows. A lone row is re-measured all the same:
   the warm-up's costs time passes one at a time, while the engine overlaps a pass
@@ -51,6 +54,14 @@ def neighbours(lengths: tuple[int, ...], k: int) -> list[int]:
     """The draft lengths next to k among `lengths` (sorted), the shorter first."""
     i = lengths.index(k)
     return [lengths[j] for j in (i - 1, i + 1) if 0 <= j < len(lengths)]
+
+
+def nearest(lengths: tuple[int, ...], k: int, accept) -> list[int]:
+    """On each side of k among `lengths` (sorted), the nearest length `accept` takes, the
+    shorter first: with every length accepted, k's neighbours."""
+    i = lengths.index(k)
+    sides = (lengths[:i][::-1], lengths[i + 1 :])
+    return [n for n in (next((m for m in side if accept(m)), None) for side in sides) if n is not None]
 
 
 @dataclass
@@ -159,7 +170,7 @@ class WidthModel:
                     return lengths[i]
         if self.decisions < self.refresh_at:
             return None
-        near = [k for k in neighbours(lengths, self.kept) if may_pay(k)]
+        near = nearest(lengths, self.kept, may_pay)
         if not near:
             self.refresh_at = self.decisions + REFRESH_EVERY
             return None
