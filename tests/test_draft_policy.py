@@ -274,16 +274,21 @@ def test_batched_only_a_neighbour_about_to_pay_is_re_measured():
     assert [alone.choose(values, lengths, True) for _ in range(REFRESH_LEN)] == [1] * REFRESH_LEN
 
 
-def test_batched_the_refresh_steps_past_a_length_priced_out_to_one_about_to_pay():
+def test_batched_with_prompts_held_the_refresh_steps_past_a_length_priced_out():
     # As adaptive priced width 4 under prefill_hold (runner passes' reasons): one draft
     # priced out, two and four level with none; kept at 0, a refresh stuck on the
     # neighbour (k = 1) never measured them again, for whole runs.
     m = WidthModel(kept=0)  # kept by earlier costs; 2 does not pay by SWITCH_MARGIN
     lengths = (0, 1, 2, 4, 8)
     values = {0: 1.0, 1: 0.93, 2: 1.03, 4: 1.02, 8: 0.85}
-    taken = [m.choose(values, lengths, True, batched=True) for _ in range(REFRESH_EVERY + REFRESH_LEN)]
-    assert m.kept == 0 and taken[: REFRESH_EVERY - 1] == [0] * (REFRESH_EVERY - 1)
+    held = WidthModel(kept=0)  # new prompts wait for the rows decoding (prefill_hold)
+    taken = [held.choose(values, lengths, True, True, True) for _ in range(REFRESH_EVERY + REFRESH_LEN)]
+    assert held.kept == 0 and taken[: REFRESH_EVERY - 1] == [0] * (REFRESH_EVERY - 1)
     assert taken[REFRESH_EVERY - 1 : REFRESH_EVERY - 1 + REFRESH_LEN] == [2] * REFRESH_LEN
+    # Without the hold, every prompt arriving after a drafting pass stalls the rows set
+    # apart (a cost no price shows): only the neighbour is tried, so 0 stays.
+    taken = [m.choose(values, lengths, True, batched=True) for _ in range(3 * (REFRESH_EVERY + REFRESH_LEN))]
+    assert set(taken) == {0}
     assert nearest(lengths, 0, lambda k: values[k] >= 0.96 * 1.03) == [2]
     assert nearest(lengths, 2, lambda k: True) == neighbours(lengths, 2) == [1, 4]
 

@@ -129,3 +129,11 @@ def test_a_prompt_joins_a_prefilling_row_at_once(engine_cache):
     steps_until_done(eng, {})
     eng.sink = None
     assert passes[0].width == 1 and passes[1].kind == "prefill" and passes[1].width == 2
+
+
+def test_the_adaptive_policy_knows_when_prompts_are_held(engine_cache):
+    # With prompts held, rows set apart by drafting stall no prefill one by one, so a batch
+    # re-measures past draft lengths priced out (draft_cost.py).
+    held = engine_cache(mtp=True, draft_policy="adaptive", draft_tokens=4, prefill_hold=2)
+    assert held.policy.held_prompts
+    assert not engine_cache(mtp=True, draft_policy="adaptive", draft_tokens=4).policy.held_prompts

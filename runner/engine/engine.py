@@ -77,7 +77,9 @@ class Engine:
             config, self.forward, self.pool, self.scheduler.ensure_blocks, checkpoint_dir
         )
         prior = self.drafter.prior_acceptance if self.drafter is not None else ()
-        self.policy = DraftPolicy(config.draft_policy, config.draft_max_width, config.draft_tokens, prior)
+        self.policy = DraftPolicy(
+            config.draft_policy, config.draft_max_width, config.draft_tokens, prior, config.prefill_hold > 0
+        )
         self.launcher = Launcher(self.forward, self.scheduler, self.drafter, self.policy, config)
         self._next_id = 0
         self._pass_index = 0

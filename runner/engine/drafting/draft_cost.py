@@ -12,11 +12,13 @@ draft length not taken.
   worse edge ends it), a neighbour of the branch kept compared with it fewer than SETTLED
   times (a few passes on a shared machine can be a neighbour's burst), and every
   REFRESH_EVERY decisions a neighbour of the branch kept. At a width above one, a
-  length is re-measured only while its known cost prices it within SWITCH_MARGIN of the
-  best (about to pay), the nearest such on each side of the branch kept (one draft can
-  lose where two or four pay: the block drafter's pass costs the same at every length,
-  and a refresh stuck on it kept a width at 0 for whole runs while 2 and 4 priced level
-  or better): any drafting pass there sets the rows' lengths apart, so rows
+  neighbour is re-measured only while its known cost prices it within SWITCH_MARGIN of
+  the best (about to pay); where new prompts wait for the rows decoding (the engine's
+  prefill_hold, `step_past`), the nearest such length on each side of the branch kept,
+  stepping past lengths priced out (one draft can lose where two or four pay: the block
+  drafter's pass costs the same at every length; a refresh stuck on it kept four rows at
+  0 for whole runs while 2 and 4 priced level). Any drafting pass there sets the rows'
+  lengths apart, so rows
   that started in step stop finishing together (a new prompt's prefill then stalls the
   others), a price no pass's duration shows. A lone row is re-measured all the same:
   the warm-up's costs time passes one at a time, while the engine overlaps a pass
@@ -62,6 +64,17 @@ def nearest(lengths: tuple[int, ...], k: int, accept) -> list[int]:
     i = lengths.index(k)
     sides = (lengths[:i][::-1], lengths[i + 1 :])
     return [n for n in (next((m for m in side if accept(m)), None) for side in sides) if n is not None]
+
+
+def borrowed_ratios(widths: dict, width: int) -> tuple[dict[tuple[int, int], float], bool]:
+    """widths[width]'s own cost ratios, pairs it lacks filled from the nearest wider width
+    that has them; and whether any was borrowed (so the width has none of its own)."""
+    own = widths[width].ratios()
+    merged = dict(own)
+    for w in sorted(w for w in widths if w > width):
+        for pair, r in widths[w].ratios().items():
+            merged.setdefault(pair, r)
+    return merged, not own and bool(merged)
 
 
 @dataclass
@@ -128,12 +141,18 @@ class WidthModel:
         return start if self.seen[start] < MIN_SIDE else neighbours(lengths, start)[0]
 
     def choose(
-        self, values: dict[int, float], lengths: tuple[int, ...], climb: bool, batched: bool = False
+        self,
+        values: dict[int, float],
+        lengths: tuple[int, ...],
+        climb: bool,
+        batched: bool = False,
+        step_past: bool = False,
     ) -> int:
         """The draft length for the next pass. values: expected tokens per unit of time for
         the lengths with a known cost; lengths: every candidate; climb: explore lengths
         past the measured edges (not for a width that borrows its costs); batched: the
-        width is above one (only a neighbour priced about to pay is re-measured)."""
+        width is above one (only a length priced about to pay is re-measured: a neighbour,
+        or with step_past the nearest such on each side)."""
         self.decisions += 1
         self._price()
         if self.trying is not None and self.decisions < self.window_end:
@@ -142,7 +161,7 @@ class WidthModel:
         best = max(values, key=values.__getitem__)
         if self.kept not in values or values[best] > values[self.kept] * (1 + SWITCH_MARGIN):
             self.kept = best
-        target = self._to_explore(values, lengths, climb, batched)
+        target = self._to_explore(values, lengths, climb, batched, step_past)
         if target is None or self.spent_ns < self.explore_until or self.decisions < self.window_end + GAP:
             return self.kept  # nothing to explore, or not yet paid for: look again next pass
         self.trying, self.window_end = target, self.decisions + REFRESH_LEN
@@ -152,7 +171,7 @@ class WidthModel:
         return target
 
     def _to_explore(
-        self, values: dict[int, float], lengths: tuple[int, ...], climb: bool, batched: bool
+        self, values: dict[int, float], lengths: tuple[int, ...], climb: bool, batched: bool, step_past: bool
     ) -> Optional[int]:
         top = max(values.values())
 
@@ -170,7 +189,10 @@ class WidthModel:
                     return lengths[i]
         if self.decisions < self.refresh_at:
             return None
-        near = nearest(lengths, self.kept, may_pay)
+        if step_past:
+            near = nearest(lengths, self.kept, may_pay)
+        else:
+            near = [k for k in neighbours(lengths, self.kept) if may_pay(k)]
         if not near:
             self.refresh_at = self.decisions + REFRESH_EVERY
             return None

@@ -50,7 +50,7 @@ from typing import NamedTuple, Optional
 
 from .acceptance import PositionAcceptance
 from .cut_drafts import remember, settle
-from .draft_cost import WidthModel, relative_costs, while_drafting
+from .draft_cost import WidthModel, borrowed_ratios, relative_costs, while_drafting
 from .realized import RealizedRates
 from .row_lengths import Built, ConfidenceCalibration, choose_lengths
 from .tree import grow, plan_leaves
@@ -73,11 +73,17 @@ def draft_lengths(draft_tokens: int) -> tuple[int, ...]:
 
 class DraftPolicy:
     def __init__(
-        self, policy: str, max_width: Optional[int], draft_tokens: int = 1, prior: tuple[float, ...] = ()
+        self,
+        policy: str,
+        max_width: Optional[int],
+        draft_tokens: int = 1,
+        prior: tuple[float, ...] = (),
+        held_prompts: bool = False,
     ):
         """prior: the drafter's measured acceptance at each position given the one before
-        (acceptance.py), where it brings one."""
-        self.adaptive = policy == "adaptive"
+        (acceptance.py), where it brings one; held_prompts: new prompts wait for the rows
+        decoding (prefill_hold), so a batch re-measures past lengths priced out (draft_cost.py)."""
+        self.adaptive, self.held_prompts = policy == "adaptive", held_prompts
         self.max_width = max_width  # None: no fixed limit
         self.draft_tokens = draft_tokens
         self.lengths = draft_lengths(draft_tokens)
@@ -124,7 +130,7 @@ class DraftPolicy:
             self._hold, self.reason = (width, compared, left - 1), self._weighed + " (held)"
             model.decisions += 1  # the re-measuring schedule counts passes, held or not
             return 0
-        ratios, borrowed = self._ratios(width)
+        ratios, borrowed = borrowed_ratios(self.widths, width)
         if not ratios:
             k = model.bootstrap(1, self.lengths)
             self.reason = f"k {k}: measuring, no costs at width {width} yet"
@@ -140,7 +146,7 @@ class DraftPolicy:
         if not values:
             self.reason = f"k 0: {next(iter(vetoes.values()))}"
             return 0
-        k = model.choose(values, usable, climb=not borrowed, batched=width > 1)
+        k = model.choose(values, usable, not borrowed, batched=width > 1, step_past=self.held_prompts)
         if k and self.realized.ran(width) and self.realized.rate(width, 0) is None:
             self.reason = f"k 0: passes without drafts at width {width} set the bar drafting must clear first"
             return 0
@@ -248,16 +254,6 @@ class DraftPolicy:
         if model is None or model.kept is None:
             return 1  # it measures 1 and 0 first, or borrows a verdict it has not taken yet
         return model.kept if model.trying is None else model.trying
-
-    def _ratios(self, width: int) -> tuple[dict[tuple[int, int], float], bool]:
-        """The width's own cost ratios, pairs it lacks filled from the nearest wider width
-        that has them; and whether any was borrowed (so the width has none of its own)."""
-        own = self.width(width).ratios()
-        merged = dict(own)
-        for w in sorted(w for w in self.widths if w > width):
-            for pair, r in self.widths[w].ratios().items():
-                merged.setdefault(pair, r)
-        return merged, not own and bool(merged)
 
     def record(
         self,
