@@ -3,8 +3,8 @@
 Admission is first come, first served under max_batch_size. With prefill_hold, requests
 that find a free slot while rows are decoding wait up to that many passes: prompts that
 arrive apart (rows that drafted finish apart) then prefill together once the decoding
-rows finish, in one pass that stalls nobody, instead of one by one beside them, each
-pass of it a stall for every decoding row. A decoding row feeds its
+rows finish, in a pass that stalls nobody, instead of one by one beside them, each a
+stall for every decoding row. A decoding row feeds its
 last token, plus its drafts when the pass drafts; a prefilling row feeds its next chunk
 of at most prefill_chunk prompt tokens. Under a per-pass token budget (max_pass_tokens)
 decode rows go first and all run, even past the budget, so that a long prompt never
