@@ -6,6 +6,7 @@ low is no longer cut for good before its drafts are ever seen to land."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from runner.engine import Engine
 from runner.engine.drafting.acceptance import conditional
@@ -105,6 +106,9 @@ def test_a_lone_row_is_never_cut_to_nothing_while_the_drafter_keeps_running():
     one token at nearly a drafting pass's cost; priced as drafting, the row keeps the
     prefix that pays, at least one draft."""
     policy = DraftPolicy("adaptive", None, 8, conditional((0.59, 0.39, 0.28, 0.18, 0.13, 0.09, 0.07, 0.06)))
+    for _ in range(30):  # calibrated: drafts the drafter doubts miss, those it is sure of land
+        policy.calibration.add([0.02] * 8, 0)
+        policy.calibration.add([0.99] * 8, 8)
     costs = {0: 1.0e6, 1: 2.0e6, 2: 2.1e6, 4: 2.2e6, 8: 2.5e6}
     for _ in range(20):
         for k, ns in costs.items():
@@ -137,3 +141,53 @@ def test_drafts_cut_short_count_toward_acceptance_past_the_cut():
         policy.trim([seq])
         assert not seq.cut_proposals
     assert policy.acceptance.at(3) < 0.1 and policy.acceptance.at(2) > 0.9
+
+
+DEEP_PRIOR = conditional((0.59, 0.39, 0.28, 0.18, 0.13, 0.09, 0.07, 0.06))  # deep's block drafter
+
+
+def test_a_drafter_that_reads_diffident_is_not_cut_before_its_confidences_are_calibrated():
+    """A small drafter's confidence reads low on text it never saw (q 0.15, drafts landing
+    half the time or more). A confidence bin seldom seen leans on the rate of all bins
+    pooled, which starts at the drafter's measured acceptance: a lone row's first drafts
+    are not cut to one on their midpoint's say. Once q 0.15 drafts are seen to miss, they
+    are cut; a drafter without a measured acceptance leans on the midpoint as before."""
+    from runner.engine.drafting.row_lengths import choose_lengths
+
+    costs = {0: 1.0, 1: 2.0, 2: 2.1, 4: 2.2, 8: 2.5}  # alone: the drafter's pass is most of it
+    policy = DraftPolicy("adaptive", None, 8, DEEP_PRIOR)
+    cal = policy.calibration
+    assert cal.p(0.15) == cal.p(0.95) == sum(DEEP_PRIOR) / len(DEEP_PRIOR)
+    assert choose_lengths(cal, [[0.15] * 8], 8, costs).lengths == [8]
+    for _ in range(40):
+        cal.add([0.15] * 8, 0)  # the first draft reached and missed, the rest never reached
+    assert cal.p(0.15) < 0.2 and choose_lengths(cal, [[0.15] * 8], 8, costs).lengths == [0]
+    assert cal.p(0.95) < sum(DEEP_PRIOR) / len(DEEP_PRIOR)  # an unseen bin leans on the pool
+    bare = DraftPolicy("adaptive", None, 8).calibration
+    assert bare.p(0.15) == 0.15 and choose_lengths(bare, [[0.15] * 8], 8, costs).lengths == [0]
+
+
+def test_a_pass_cut_short_counts_toward_the_length_its_rows_carried_not_the_cap():
+    """The policy decided 8 a row and the rows' confidences cut them to 2: those passes say
+    what two drafts realize. Counted as eight's, one hard prompt's cuts vetoed eight (and
+    then four, and two) for the next several prompts alone, where eight paid."""
+    from runner.engine.drafting.draft_policy import Branch
+
+    policy = DraftPolicy("adaptive", None, 8, DEEP_PRIOR)
+    for _ in range(10):  # passes without drafts: one token in 5 ms, 200 tok/s
+        policy.record(Branch("decode", 1, 0), 5_000_000, (), drafts_next=0, ahead=False, queued=None)
+    policy.record(Branch("decode", 1, 0), 5_000_000, (), drafts_next=8, ahead=False, queued=None)
+    for _ in range(10):  # decided 8, cut to 2, the first draft missing: 1 token in 8 ms
+        policy.record(Branch("decode", 1, 2), 8_000_000, (1, 0, 0), drafts_next=8, ahead=False, queued=None)
+    assert policy.realized.rate(1, 8) is None and policy.realized.veto(1, 8) == ""
+    assert policy.realized.veto(1, 2).startswith("k 2 realized 125 tok/s at width 1")
+    for _ in range(10):  # uncut eights: 5 tokens in 12 ms
+        policy.record(
+            Branch("decode", 1, 8),
+            12_000_000,
+            (0, 0, 0, 0, 1, 0, 0, 0, 0),
+            drafts_next=8,
+            ahead=False,
+            queued=None,
+        )
+    assert policy.realized.rate(1, 8) == pytest.approx(5 / 12e-3) and policy.realized.veto(1, 8) == ""

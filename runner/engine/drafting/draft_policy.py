@@ -31,9 +31,11 @@ committed tokens per unit of time, from its own measurements.
   comparison) unweighed, counted as decisions: MLX's CPU backend runs the host's work
   between passes, not beside them, and weighing was most of what adaptive added there.
 - A pass belongs to the regime of the k decided for it (before any row was cut: its
-  drafter already ran) and counts toward that regime's realized rate only when its own
-  step prepared the same k (its duration holds the next pass's drafting): a k = 0 pass
-  whose step drafted for the next, or whose drafts were all cut, is no pass without drafts.
+  drafter already ran) and counts toward a realized rate only when its own step prepared
+  the same k (its duration holds the next pass's drafting): a k = 0 pass whose step
+  drafted for the next, or whose drafts were all cut, is no pass without drafts. It counts
+  toward the rate of the most drafts a row carried: a cut says what its length realizes,
+  not the cap (one hard prompt's cuts to one draft had vetoed eight for several more).
 - Costs learn from steady, pure passes only: between two of the same branch and
   pipelining regime, in one regime (a switch, such as a lazy MTP catching up, costs extra
   and is priced as exploring instead), carrying what the next pass carries. A row cut
@@ -41,7 +43,6 @@ committed tokens per unit of time, from its own measurements.
   with the drafter's pass at the k decided (a little dearer than that length's own
   regime). Without them a cut regime's costs would stay the warm-up's, which leave out
   what pipelining saves passes without drafts (drafting passes cannot be queued ahead).
-  `runner bench --mtp` shows what drafting gains arm against arm.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ class DraftPolicy:
         self.lengths = draft_lengths(draft_tokens)
         self.widths: dict[int, WidthModel] = {}
         self.acceptance = PositionAcceptance(prior)
-        self.calibration = ConfidenceCalibration()
+        self.calibration = ConfidenceCalibration(sum(prior) / len(prior) if prior else None)
         self.realized = RealizedRates()
         self._last: Optional[Branch] = None  # the last committed pass's branch
         self._cut_costs: Optional[dict[int, float]] = None  # the latest decision's relative
@@ -292,7 +293,8 @@ class DraftPolicy:
         if not branch.drafts:
             self.acceptance.age()
         committed = branch.width + sum(m * n for m, n in enumerate(accepted_lengths))
-        self.realized.add(branch.width, decided, committed, duration_ns, counted=pure)
+        carried = min(branch.drafts, decided) if branch.drafts and decided else decided
+        self.realized.add(branch.width, carried, committed, duration_ns, counted=pure)
         self.width(branch.width).spend(duration_ns)
         if steady and pure and drafts_next == branch.drafts:
             self.width(branch.width).observe(branch.drafts, duration_ns)

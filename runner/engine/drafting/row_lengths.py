@@ -6,7 +6,12 @@ token) then lets each row carry only the prefix that pays:
 
 - Confidence becomes an acceptance probability through `ConfidenceCalibration`: decayed
   counts, per confidence bin, of drafts that were reached (every earlier one accepted) and
-  of those accepted; a bin seldom seen leans on its own midpoint.
+  of those accepted. A bin seldom seen leans on the rate of all bins pooled, which starts
+  at the drafter's measured acceptance (a drafter without one: on the bin's midpoint). A
+  small drafter's confidence reads low on text it never saw (q 0.15 drafts landing half
+  the time): leaning on the midpoint, a lone row's first prompt was cut to one draft
+  until its bins had filled, and a block drafter's pass costs about as much at one as
+  at eight.
 - A row's expected commit for m drafts is 1 + sum over j <= m of p_1 ... p_j.
 - One row (width 1): the m among the lengths with a measured cost, up to k, of most
   expected tokens per unit of pass time.
@@ -28,13 +33,19 @@ from typing import NamedTuple, Optional
 
 BINS = 10
 MEMORY = 0.995  # each new draft in a bin keeps this share of the earlier ones' weight
-PRIOR = 4.0  # a bin starts as if this many drafts had landed at its midpoint's rate
+PRIOR = 4.0  # a bin starts as if this many drafts had landed at the rate it leans on
+POOLED_PRIOR = 8.0  # the pooled rate starts as if this many drafts had landed at the drafter's rate
 
 
 class ConfidenceCalibration:
-    def __init__(self) -> None:
+    def __init__(self, prior_rate: Optional[float] = None) -> None:
+        """prior_rate: the drafter's measured acceptance of a draft reached (acceptance.py),
+        where it brings one: a bin seldom seen then leans on the rate of all bins pooled,
+        which starts there; without one, on the bin's own midpoint."""
         self.reached = [0.0] * BINS
         self.hit = [0.0] * BINS
+        self.prior_rate = prior_rate
+        self._pooled = prior_rate  # all bins' rate, updated as drafts are added
 
     @staticmethod
     def _bin(confidence: float) -> int:
@@ -42,7 +53,10 @@ class ConfidenceCalibration:
 
     def p(self, confidence: float) -> float:
         b = self._bin(confidence)
-        return (self.hit[b] + PRIOR * (b + 0.5) / BINS) / (self.reached[b] + PRIOR)
+        return (self.hit[b] + PRIOR * self._lean(b)) / (self.reached[b] + PRIOR)
+
+    def _lean(self, b: int) -> float:
+        return (b + 0.5) / BINS if self._pooled is None else self._pooled
 
     def add(self, confidences: list[float], accepted: int) -> None:
         """A verified row: drafts 1..accepted landed, draft accepted + 1 (if carried) did
@@ -51,6 +65,9 @@ class ConfidenceCalibration:
             b = self._bin(c)
             self.reached[b] = MEMORY * self.reached[b] + 1
             self.hit[b] = MEMORY * self.hit[b] + (i < accepted)
+        if self.prior_rate is not None:
+            weight = POOLED_PRIOR * self.prior_rate
+            self._pooled = (sum(self.hit) + weight) / (sum(self.reached) + POOLED_PRIOR)
 
     def expected(self, confidences: list[float], m: int) -> float:
         total = reach = 1.0
