@@ -1,5 +1,8 @@
 """Claims: parsing stated figures and judging them against recomputed values."""
 
+import math
+from dataclasses import replace
+
 import pytest
 
 from runner.publish.stats.claims import ClaimSyntaxError, Measured, claim_link, judge, parse_stated
@@ -87,6 +90,39 @@ def test_level_holds_only_when_the_whole_interval_lies_within_the_band():
 def test_a_level_claim_is_shown_with_its_band():
     html = str(claim_link(judge(2, "level", change(0.0, lo=-0.05, hi=0.05), 1)))
     assert ">level (within \u00b110%)</a>" in html and "claim-failed" not in html
+
+
+def test_a_floor_holds_only_when_the_whole_interval_lies_at_or_above_it():
+    # adaptive against off at four sequences: "never below 0.97x" (issue 39's bar)
+    assert judge(1, "at least -3%", change(0.06, lo=-0.02, hi=0.19), 1).ok  # not level (+19%), yet a floor
+    v = judge(1, "at least -3%", change(-0.037, lo=-0.085, hi=0.013), 1)
+    assert not v.ok and v.reason.startswith("undecided: the interval reaches both sides of -3%")
+    assert "rounds would decide it" in v.reason
+    refuted = judge(1, "at least -3%", change(-0.10, lo=-0.15, hi=-0.05), 1)
+    assert not refuted.ok and refuted.reason.startswith("refuted: the whole interval lies below -3%")
+    ratio = Measured(1.02, 0.975, 1.06, 12, "ratio", "r")
+    assert judge(1, "at least 0.97x", ratio, 1).ok and judge(1, "\u2265 0.97x", ratio, 1).ok
+    assert not judge(1, ">= 0.98x", ratio, 1).ok
+    assert "a percentage needs gain()" in judge(1, "at least -3%", ratio, 1).reason
+
+
+def test_a_ceiling_and_a_value_bound_and_their_failures():
+    latency = Measured(48.0, 45.0, 51.0, 6, "value", "ttft_ms")
+    assert judge(1, "at most 52 ms", latency, 1).ok and judge(1, "<= 51", latency, 1).ok
+    assert not judge(1, "at most 50 ms", latency, 1).ok
+    assert judge(1, "at least 45", latency, 1).ok and not judge(1, "at least 46", latency, 1).ok
+    assert judge(1, "at most +5%", change(0.01, lo=-0.03, hi=0.04), 1).ok
+    no_interval = judge(1, "at least -3%", Measured(0.1, None, None, 1, "change", "m"), 1)
+    assert not no_interval.ok and "a bound needs an interval" in no_interval.reason
+    assert "not a number" in judge(1, "at least a little", change(0.25), 1).reason
+
+
+def test_a_floor_on_a_comparison_must_clear_the_aa_margin():
+    aa = math.log1p(0.02)  # identical arms' intervals reached 2% from no change
+    near = replace(change(0.02, lo=-0.02, hi=0.06), margin=aa)
+    v = judge(1, "at least -3%", near, 1)  # 1% above the floor: not clear of it by 2%
+    assert not v.ok and "A/A margin" in v.reason and v.reason.startswith("undecided")
+    assert judge(1, "at least -3%", replace(change(0.05, lo=0.0, hi=0.1), margin=aa), 1).ok
 
 
 def test_unparseable_stated_and_missing_data_fail_with_reasons():

@@ -214,3 +214,23 @@ def test_percentile_metrics_name_their_request_column_and_quantile():
     assert percentile_of("e2el_q0.95_ms") == ("e2el_ms", 0.95)
     for other in ("stall_max_ms", "ttft_mean_ms", "decode_tps", "ttft_q2_ms", "ttft_qx_ms", "foo_p99_ms"):
         assert percentile_of(other) is None
+
+
+def test_a_floor_is_a_claim_and_a_mark_judged_on_the_whole_interval(tmp_path):
+    gain = 'gain("decode_tps", arm="b", base="a", concurrency=2)'
+    body = (
+        f'# T\n\n{{{{ claim("at least -3%", {gain}) }}}}\n{{{{ claim("at most +5%", {gain}) }}}}\n'
+        f'{{{{ verdict({gain}, at_least="-3%") }}}} {{{{ verdict({gain}, at_most="+5%") }}}}\n'
+    )
+    v, post = _verdicts(_db(tmp_path, 1.3), body)
+    assert v["at least -3%"].ok and "lies at or above -3%" in v["at least -3%"].reason
+    assert not v["at most +5%"].ok and v["at most +5%"].reason.startswith("refuted")
+    assert [f.message for f in post.failures] == [v["at most +5%"].failure_message()]
+    html = post.markdown + "".join(post.blocks.values())
+    assert ">not below -3%</span>" in html and ">above +5%</span>" in html
+    bad = '# T\n\n{{ verdict(gain("decode_tps", arm="b", base="a", concurrency=2), at_least="-3%") }}\n'
+    _, post = _verdicts(_db(tmp_path, 1.3, "r.duckdb"), bad.replace('"-3%"', '"0.97x", at_most="1x"'))
+    assert [f.message for f in post.failures] == ["verdict(...) takes at_least= or at_most=, not both"]
+    ratio = bad.replace("gain(", "ratio(")
+    _, post = _verdicts(_db(tmp_path, 1.3, "q.duckdb"), ratio)
+    assert ["a percentage needs gain()" in f.message for f in post.failures] == [True]

@@ -154,3 +154,19 @@ def test_a_bad_headline_is_one_clear_error(fixture_db):
     assert [f.message for f in out.failures] == [
         "front matter field 'headline' 'arm' reads as the YAML boolean True: quote the name (\"on\", \"off\")"
     ]
+
+
+def test_a_headline_floor_marks_each_regime_and_a_bad_one_is_one_clear_error(fixture_db):
+    meta = {"experiment": "spec-fixture", "chip": "Fixture M1", "date": "2026-11-20"}
+    meta["headline"] = {"arm": "on", "base": "off", "metric": "decode_tps", "at_least": "0.5x"}
+    out = render_post("# H\n", meta, key="blog/posts/h.md", db_path=fixture_db)
+    assert out.failures == [] and _text(out.headline).count("not below 0.5x") == 2, out.headline
+    meta["headline"] = {**meta["headline"], "at_least": "2x"}  # the fixture: +25% alone, -10% at four
+    out = render_post("# H\n", meta, key="blog/posts/h.md", db_path=fixture_db)
+    assert _text(out.headline).count("below 2x") == 2 and "not below" not in out.headline
+    meta["headline"] = {**meta["headline"], "at_least": "most"}
+    out = render_post("# H\n", meta, key="blog/posts/h.md", db_path=fixture_db)
+    assert [f.message for f in out.failures] == [
+        "front matter field 'headline' 'at_least': stated value 'most' is not a number like "
+        "'+25%', '1.3x' or '97.4 tok/s'"
+    ]

@@ -161,3 +161,37 @@ def test_an_undecided_line_says_about_how_many_rounds_would_decide_it(decl):
     assert look_line(Judged(b, 1, "-9.9%", "undecided", MOST_ROUNDS), 24).endswith(
         f"(more than {MOST_ROUNDS} rounds would decide it; max_rounds is 24)"
     )
+
+
+def test_a_headline_floor_keeps_a_comparison_open_until_the_floor_is_decided(decl):
+    exp = load(decl)
+    (cmp,) = deciding_comparisons(exp, {"arm": "b", "base": "a", "metric": "decode_tps", "at_least": "0.97x"})
+    assert cmp.floor == pytest.approx(-0.03) and cmp.floor_text == "0.97x"
+    # level within the band, but the floor at -3% not decided: the run measures on
+    level_only = Judged(cmp, 4, "-1.0% [-7.2%, +5.6%]", "level", None, "undecided")
+    held = Judged(cmp, 1, "+26% [+7%, +47%]", "faster", None, "holds")
+    assert still_open([level_only, held], exp) == [level_only]
+    with pytest.raises(ValueError, match="headline at_least: stated value 'most of it'"):
+        deciding_comparisons(exp, {"arm": "b", "base": "a", "metric": "decode_tps", "at_least": "most of it"})
+
+
+def test_a_floor_the_post_cannot_state_is_one_line_naming_the_post_and_measures_nothing(tmp_path, capfd):
+    root = tmp_path / "docs"
+    (root / "experiments").mkdir(parents=True)
+    (root / "blog" / "posts").mkdir(parents=True)
+    model = write_random_checkpoint(tmp_path / "model", seed=2)
+    decl = root / "experiments" / "floor.toml"
+    decl.write_text(declaration(model).replace("rounds = 2\n", "rounds = 2\nmax_rounds = 4\n"))
+    post = root / "blog" / "posts" / "floor.md"
+    post.write_text(
+        "---\ndate: 2026-12-06\nexperiment: floor\n"
+        'headline: {arm: b, base: a, metric: decode_tps, at_least: "nearly all"}\n---\n# F\n'
+    )
+    db = tmp_path / "runs.duckdb"
+    assert cli(["run", str(decl), "--db", str(db), "--no-openblas"]) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert err == [
+        f"error: {post}: headline at_least: stated value 'nearly all' is not a number like "
+        "'+25%', '1.3x' or '97.4 tok/s'"
+    ]
+    assert not db.exists()

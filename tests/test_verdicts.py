@@ -12,7 +12,7 @@ from runner.experiments.validation.sequential import parse_duration
 from runner.publish.stats.intervals import t975
 from runner.publish.stats.sequential import critical, looks
 from runner.publish.stats.student import central_mass, two_sided_critical
-from runner.publish.stats.verdicts import HIGHER, LEVEL, LOWER, UNDECIDED, decide, parse_band
+from runner.publish.stats.verdicts import HIGHER, LEVEL, LOWER, UNDECIDED, decide, decide_bound, parse_band
 
 
 def test_four_verdicts_from_an_interval_and_a_band():
@@ -44,6 +44,18 @@ def test_words_follow_the_metric():
     assert decide(0.2, 0.5, 3, "change", 0.1).word("ms") == "slower"
     assert decide(0.2, 0.5, 3, "change", 0.1).word("") == "higher"
     assert decide(-0.05, 0.05, 3, "change", 0.1).word("tok/s") == "level (within \u00b110%)"
+
+
+def test_a_bound_is_decided_on_its_own_side_and_undecided_across_it():
+    assert decide_bound(-0.02, 0.19, 24, "change", -0.03, at_least=True).holds is True
+    assert decide_bound(-0.15, -0.05, 24, "change", -0.03, at_least=True).holds is False
+    across = decide_bound(-0.085, 0.013, 24, "change", -0.03, at_least=True)
+    assert across.holds is None and across.rounds_to_decide > 24
+    further = decide_bound(-0.085, 0.013, 24, "change", -0.06, at_least=True)
+    assert further.rounds_to_decide < across.rounds_to_decide  # the farther the centre, the sooner
+    assert decide_bound(0.95, 0.99, 3, "ratio", 1.0, at_least=False).holds is True  # at most 1.0x
+    assert decide_bound(10.0, 12.0, 3, "value", 12.0, at_least=False).holds is True  # at the bound holds
+    assert decide_bound(None, None, 1, "change", 0.0, at_least=True) is None
 
 
 @pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 10, 11, 30])

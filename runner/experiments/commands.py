@@ -143,6 +143,14 @@ def main_run(args: argparse.Namespace) -> int:
         except ValueError as e:
             _err(f"error: {e}")
             return 2
+    if len(exp.schedule) > 1:  # a post's headline floor it cannot read: one line, nothing measured
+        from runner.experiments.until_decided import post_headline
+
+        try:
+            post_headline(exp)
+        except ValueError as e:
+            _err(f"error: {e}")
+            return 2
     if args.quick:
         exp = exp.shrunk()
     from runner.experiments.execute import run_experiment

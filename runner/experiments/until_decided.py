@@ -4,7 +4,10 @@ comparisons are still undecided, until each is decided, `max_rounds` is reached 
 budget ends.
 
 - The deciding comparisons: the post's `headline:` arm against its base on its metric at
-  one sequence and at the ceiling, when a post names this experiment with one; otherwise
+  one sequence and at the ceiling, when a post names this experiment with one (with
+  `at_least: "0.97x"` in it, a floor too: each is then decided only once the floor is as
+  well, held or refuted, `verdicts.decide_bound`, for a level can be decided while the
+  floor inside the band is not); otherwise
   every arm against the first declared arm on decode and aggregate tok/s at every
   concurrency. A comparison of two identical arms (the A/A pair) is one like any other
   (it can only be decided level), and the pair is always measured beside the others.
@@ -44,9 +47,24 @@ class Comparison:
     base: str
     metric: str
     concurrencies: tuple[int, ...]
+    floor: float | None = None  # the headline's at_least, as a change (0.97x: -0.03)
+    floor_text: str = ""  # as the post states it
 
     def __str__(self) -> str:
         return f"{self.metric} of {self.arm} vs {self.base}"
+
+
+def floor_of(headline: dict) -> tuple[float | None, str]:
+    """The headline's `at_least` floor as a change, and as stated; a ValueError names it."""
+    from runner.publish.stats.claims import ClaimSyntaxError, parse_stated
+
+    text = headline.get("at_least")
+    if text is None:
+        return None, ""
+    try:
+        return parse_stated(str(text), "change").value, str(text)
+    except ClaimSyntaxError as e:
+        raise ValueError(f"headline at_least: {e}") from None
 
 
 def with_arguments(exp: Experiment, budget: str | None, max_rounds: int | None) -> Experiment:
@@ -70,7 +88,12 @@ def deciding_comparisons(exp: Experiment, headline: dict | None = None) -> list[
     ceiling = max(exp.concurrency)
     if headline and headline.get("arm") in arms and (headline.get("base") or arms[0]) in arms:
         pair = (1, ceiling) if 1 in exp.concurrency else (ceiling,)
-        out = [Comparison(headline["arm"], headline.get("base") or arms[0], headline["metric"], pair)]
+        floor, text = floor_of(headline)
+        out = [
+            Comparison(
+                headline["arm"], headline.get("base") or arms[0], headline["metric"], pair, floor, text
+            )
+        ]
         if exp.aa_copy in arms:
             out.append(Comparison(exp.aa_copy, arms[0], headline["metric"], pair))
         return out
@@ -94,6 +117,10 @@ def post_headline(exp: Experiment) -> dict | None:
         names, _ = experiments_of(meta)
         headline = meta.get("headline")
         if exp.name in names and isinstance(headline, dict) and isinstance(headline.get("metric"), str):
+            try:
+                floor_of(headline)
+            except ValueError as e:
+                raise ValueError(f"{path}: {e}") from None
             return headline
     return None
 
@@ -105,6 +132,7 @@ class Judged:
     text: str  # the change and its interval, as the page prints it
     kind: str | None  # verdicts' kind; None: not measured yet
     rounds_to_decide: int | None = None  # undecided: about how many rounds would decide it
+    floor: str = ""  # with a floor: "holds", "refuted" or "undecided" ("": none, or no interval)
 
 
 def judge_look(
@@ -115,7 +143,7 @@ def judge_look(
     from runner.publish.sql.home import Cutoff
     from runner.publish.sql.reader import Reader
     from runner.publish.stats import aa
-    from runner.publish.stats.verdicts import decide
+    from runner.publish.stats.verdicts import decide, decide_bound
     from runner.publish.stats.views import ViewCache
 
     out = []
@@ -139,8 +167,29 @@ def judge_look(
                 text = "not measured" if e.value is None else f"{e.value:+.1%}"
                 if e.lo is not None:
                     text += f" [{e.lo:+.1%}, {e.hi:+.1%}] over {e.n_rounds} rounds"
-                out.append(Judged(cmp, conc, text, d.kind if d else None, d.rounds_to_decide if d else None))
+                judged = Judged(cmp, conc, text, d.kind if d else None, d.rounds_to_decide if d else None)
+                b = (
+                    None
+                    if cmp.floor is None
+                    else decide_bound(e.lo, e.hi, e.n_rounds, "change", cmp.floor, True, margin)
+                )
+                out.append(judged if b is None else _with_floor(judged, b))
     return out
+
+
+def _with_floor(judged: Judged, b) -> Judged:
+    """The comparison judged on its floor too: open while the floor is undecided."""
+    from runner.publish.stats.verdicts import UNDECIDED
+
+    word = "holds" if b.holds else "refuted" if b.holds is False else "undecided"
+    rounds = [n for n in (judged.rounds_to_decide, b.rounds_to_decide) if n is not None]
+    open_ = judged.kind == UNDECIDED or word == "undecided"
+    return dataclasses.replace(
+        judged,
+        text=f"{judged.text}; at least {judged.comparison.floor_text}: {word}",
+        floor=word,
+        rounds_to_decide=max(rounds) if open_ and rounds else judged.rounds_to_decide,
+    )
 
 
 def run_until_decided(
@@ -151,8 +200,8 @@ def run_until_decided(
     started = time.monotonic()
     deadline = None if exp.budget_s is None else started + exp.budget_s
     schedule = exp.schedule
-    summary = run(exp, None, None)
     comparisons = deciding_comparisons(exp, post_headline(exp))
+    summary = run(exp, None, None)
     pair = {exp.aa_copy, next(iter(exp.arms))} if exp.aa_copy in exp.arms else set()
     for look, rounds in enumerate(schedule[1:], start=2):
         judged = judge_look(db, exp, summary.chip_id, comparisons, since)
@@ -195,7 +244,7 @@ def still_open(judged: list[Judged], exp: Experiment) -> list[Judged]:
 def _undecided(judged: list[Judged]) -> list[Judged]:
     from runner.publish.stats.verdicts import UNDECIDED
 
-    return [j for j in judged if j.kind in (UNDECIDED, None)]
+    return [j for j in judged if j.kind in (UNDECIDED, None) or j.floor == UNDECIDED]
 
 
 def _print_look(progress: Progress, look: int, schedule: tuple[int, ...], judged: list[Judged]) -> None:

@@ -1,7 +1,9 @@
 """The small mark every comparison a page shows carries: faster, slower (or higher,
 lower), level within ±δ, or undecided, from `verdicts.decide` over the comparison's
 interval, the experiment's band and the A/A margin on that chip, so the page and the
-audit read one verdict. A mark is a word and a title, never a paragraph.
+audit read one verdict. A mark is a word and a title, never a paragraph. A body's
+`verdict(value, at_least="-3%")` marks a one-sided bound instead, as a claim of it
+would be judged (`claims.judge_bound`): "not below -3%", "below -3%" or "≥ -3% undecided".
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import math
 from markupsafe import Markup
 
 from runner.publish.metrics import METRICS
-from runner.publish.stats.claims import Measured
+from runner.publish.stats.claims import ClaimSyntaxError, Measured, judge_bound
 from runner.publish.stats.intervals import Estimate
 from runner.publish.stats.verdicts import LEVEL, UNDECIDED, Decision, band_text, decide
 
@@ -52,4 +54,23 @@ def _mark(decision: Decision | None, unit: str, margin: float, compact: bool = F
     )
     return Markup('<span class="bothrows-verdict bothrows-verdict-{}" title="{}">{}</span>').format(
         decision.kind, title, decision.word(unit, compact)
+    )
+
+
+def bound_mark(measured: Measured, bound: str, at_least: bool) -> Markup:
+    """The mark of "at least/at most `bound`" on a value (empty without an interval); a
+    bound the value cannot take (no figure, a percentage against a ratio) raises
+    ClaimSyntaxError: the author's error, not a verdict."""
+    if not isinstance(measured, Measured) or measured.lo is None or measured.hi is None:
+        return Markup("")
+    holds, why = judge_bound("at least" if at_least else "at most", bound, measured)
+    kind = "holds" if holds else why.split(":")[0]
+    if kind not in ("holds", "refuted", UNDECIDED):
+        raise ClaimSyntaxError(f"verdict(..., {'at_least' if at_least else 'at_most'}={bound!r}): {why}")
+    side, sign = ("below", "\u2265") if at_least else ("above", "\u2264")
+    word = {"holds": f"not {side} {bound}", "refuted": f"{side} {bound}"}.get(
+        kind, f"{sign} {bound} undecided"
+    )
+    return Markup('<span class="bothrows-verdict bothrows-verdict-{}" title="{}">{}</span>').format(
+        kind, why, word
     )

@@ -15,7 +15,7 @@ see home.py).
 
 from __future__ import annotations
 
-from runner.publish.blocks.verdict_marks import measured_mark
+from runner.publish.blocks.verdict_marks import bound_mark, measured_mark
 from runner.publish.blocks import chart_blocks
 
 from runner.publish.blocks import predicted_values
@@ -32,7 +32,9 @@ from runner.publish.metrics import MAX_POSITION
 from runner.publish.metrics import acceptance_at as acceptance_metric
 from runner.publish.blocks.postdata import PostData
 from runner.publish.stats.quantiles import quantile_metric
+from runner.publish.stats.claims import ClaimSyntaxError
 from runner.publish.blocks.templating import render_block
+from markupsafe import Markup
 
 
 def when(as_of, data):
@@ -169,8 +171,19 @@ def post_api(datas: dict[str, PostData], default: str) -> dict:
     def claim(stated, measured, within=None):
         return first.values.claim(stated, measured, within)
 
-    def verdict(measured):  # the value's verdict mark: faster, slower, level within ±δ, undecided
-        return measured_mark(measured)
+    def verdict(measured, at_least=None, at_most=None):
+        """The value's verdict mark: faster, slower, level within ±δ, undecided; with
+        at_least= or at_most= (a figure such as "-3%" or "0.97x"), the bound's."""
+        if at_least is None and at_most is None:
+            return measured_mark(measured)
+        if at_least is not None and at_most is not None:
+            first.fail("verdict(...) takes at_least= or at_most=, not both")
+            return Markup("")
+        try:
+            return bound_mark(measured, str(at_most if at_least is None else at_least), at_least is not None)
+        except ClaimSyntaxError as e:
+            first.fail(str(e))
+            return Markup("")
 
     def traffic(profile, label="traffic", base=None, experiment=None):
         return block(experiment, lambda d: traffic_choice.traffic(d, profile, label, base))

@@ -1,8 +1,9 @@
 """A post's headline pair: its headline arm's change against the base at batch 1 and at
 the ceiling, on its home chip (data as of the post's date), with 95% intervals.
 
-- Front matter `headline: {arm, base, metric}` (optional `experiment`, `requests`)
-  chooses it; by default it is the first `headline_table` call (decode_tps when the call
+- Front matter `headline: {arm, base, metric}` (optional `experiment`, `requests`, and
+  `at_least`, a floor such as "0.97x" whose verdict each regime then shows too, and which
+  measuring until decided decides as well) chooses it; by default it is the first `headline_table` call (decode_tps when the call
   shows it, else its first metric).
 - The pair is one line of HTML shown on the blog index and the home page, not on the
   post itself (its headline table is there). Problems name the front-matter field.
@@ -17,10 +18,11 @@ from markupsafe import Markup
 from runner.publish.metrics import METRICS
 from runner.publish.blocks.post_state import Failure
 from runner.publish.blocks.postdata import PostData
-from runner.publish.blocks.verdict_marks import verdict_mark
+from runner.publish.blocks.verdict_marks import bound_mark, verdict_mark
+from runner.publish.stats.claims import ClaimSyntaxError, Measured, parse_stated
 from runner.publish.blocks.tables import change_interval, change_text, pair_concurrencies
 
-FIELDS = ("arm", "base", "metric", "experiment", "requests")
+FIELDS = ("arm", "base", "metric", "experiment", "requests", "at_least")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +32,7 @@ class Headline:
     base: str | None
     metric: str
     requests: str | None = None
+    at_least: str | None = None  # a floor on the change ("0.97x", "-3%")
 
 
 def headline_of(meta: dict, calls: list[tuple], default: str) -> tuple[Headline | None, str | None]:
@@ -45,7 +48,12 @@ def headline_of(meta: dict, calls: list[tuple], default: str) -> tuple[Headline 
     if bad:
         return None, f"front matter field 'headline' {bad}"
     h = Headline(
-        raw.get("experiment", default), raw["arm"], raw.get("base"), raw["metric"], raw.get("requests")
+        raw.get("experiment", default),
+        raw["arm"],
+        raw.get("base"),
+        raw["metric"],
+        raw.get("requests"),
+        raw.get("at_least"),
     )
     return h, None
 
@@ -64,7 +72,22 @@ def _headline_problem(raw: object) -> str | None:
             return f"needs {key!r} (a string)"
         if value is not None and not isinstance(value, str):
             return f"{key!r} must be a string"
+    if raw.get("at_least") is not None:
+        try:
+            parse_stated(raw["at_least"], "change")
+        except ClaimSyntaxError as e:
+            return f"'at_least': {e}"
     return None
+
+
+def _floor_mark(data: PostData, est, headline: Headline, chip: str) -> Markup:
+    """The floor's mark after the regime's verdict (nothing without a floor or interval)."""
+    if headline.at_least is None:
+        return Markup("")
+    margin = data.values.aa_margin(headline.metric, {chip})
+    measured = Measured(est.value, est.lo, est.hi, est.n_rounds, "change", headline.metric, margin=margin)
+    mark = bound_mark(measured, headline.at_least, at_least=True)
+    return Markup(" ") + mark if mark else mark
 
 
 def _front_matter_problem(data: PostData, message: str) -> None:
@@ -101,7 +124,8 @@ def pair_line(datas: dict[str, PostData], meta: dict, default: str) -> Markup:
                 "concurrency": conc,
                 "change": change_text(est.value) or "not measured",
                 "interval": change_interval(est.lo, est.hi),
-                "verdict": verdict_mark(data, est, headline.metric, chip),
+                "verdict": verdict_mark(data, est, headline.metric, chip)
+                + _floor_mark(data, est, headline, chip),
             }
         )
     spec = METRICS[headline.metric]

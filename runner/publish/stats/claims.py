@@ -16,8 +16,14 @@ The rules, each verdict naming the one that decided it:
   default 10%, or the claim's `within=`), and is shown as "level (within ±10%)". An
   interval that includes no change but reaches past ±δ is undecided: the claim fails
   with that word and about how many rounds would decide it.
+- "at least 0.97x" or "at most +5%" (also "≥", "≤", ">=", "<=") is a one-sided claim: it
+  holds only when the whole interval lies on the stated side of the bound (and, on a
+  change or ratio, clears it by the A/A margin); an interval on the other side refutes
+  it; one reaching both sides is undecided, with about how many rounds would decide it
+  (`verdicts.decide_bound`). A floor such as "never below 0.97x of off" is decided this
+  way, where "level" would also need the interval to stay under +δ.
 - A figure with no interval (measured in one round: "1 round: no interval") can hold by
-  rounding, but cannot carry a direction or "level".
+  rounding, but cannot carry a direction, a bound or "level".
 This module neither queries nor renders; it works on Measured values it is given.
 """
 
@@ -35,9 +41,11 @@ from runner.publish.stats.verdicts import (
     DEFAULT_BAND,
     LEVEL,
     UNDECIDED,
+    BoundDecision,
     Decision,
     band_text,
     decide,
+    decide_bound,
 )
 
 
@@ -173,6 +181,7 @@ class Verdict:
 
 
 LEVEL_WORDS = ("level", "\u00b10%", "+-0%", "+/-0%")
+_BOUND = re.compile(r"^\s*(?P<side>at least|at most|>=|<=|\u2265|\u2264)\s*(?P<bound>.*)$", re.IGNORECASE)
 
 
 def is_level(stated_text: str) -> bool:
@@ -201,6 +210,9 @@ def judge(
         if decision.kind == UNDECIDED:
             return verdict(False, f"undecided: {reach(measured)}{more_rounds(decision)}")
         return verdict(False, f"not level: the interval excludes no change and reaches past \u00b1{band}")
+    bound = _BOUND.match(str(stated_text))
+    if bound:
+        return verdict(*judge_bound(bound.group("side").lower(), bound.group("bound"), measured))
     try:
         stated = parse_stated(stated_text, measured.kind)
     except ClaimSyntaxError as e:
@@ -238,6 +250,34 @@ def judge(
     return verdict(True, f"{reason}; the interval excludes no change")
 
 
+def judge_bound(side: str, text: str, measured: Measured) -> tuple[bool, str]:
+    """(holds, why) of "at least/at most <text>" against the measured interval."""
+    try:
+        stated = parse_stated(text, measured.kind)
+    except ClaimSyntaxError as e:
+        return False, str(e)
+    if stated.suffix == "%" and measured.kind == "ratio":
+        return False, "a percentage needs gain() or a fraction, not a ratio"
+    at_least = side in ("at least", ">=", "\u2265")
+    decision = decide_bound(
+        measured.lo, measured.hi, measured.n_rounds, measured.kind, stated.value, at_least, measured.margin
+    )
+    if decision is None:
+        return False, f"a bound needs an interval: {no_interval_text(measured.n_rounds)}"
+    side_text, other = ("at or above", "below") if at_least else ("at or below", "above")
+    text = text.strip()
+    margin = (
+        f", clear of it by the A/A margin \u00b1{math.expm1(measured.margin):.1%}"
+        if measured.margin and measured.no_change() is not None
+        else ""
+    )
+    if decision.holds:
+        return True, f"the whole interval lies {side_text} {text}{margin}"
+    if decision.holds is False:
+        return False, f"refuted: the whole interval lies {other} {text}{margin}"
+    return False, f"undecided: the interval reaches both sides of {text}{margin}{more_rounds(decision)}"
+
+
 def reach(measured: Measured) -> str:
     """Why an interval decides nothing: past the band, and not clear of no change."""
     past = f"the interval reaches past \u00b1{band_text(measured.band)}"
@@ -246,7 +286,7 @@ def reach(measured: Measured) -> str:
     return f"{past} and does not clear the A/A margin \u00b1{math.expm1(measured.margin):.1%}"
 
 
-def more_rounds(decision: Decision) -> str:
+def more_rounds(decision: Decision | BoundDecision) -> str:
     n = decision.rounds_to_decide
     return "" if n is None else f" (about {n} rounds would decide it)"
 

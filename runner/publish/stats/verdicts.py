@@ -12,6 +12,12 @@ The four verdicts, in the order they are tried:
   excludes no change by less than the A/A pair's own intervals reached; more rounds
   would decide it (`rounds_to_decide`, a planning figure).
 
+A one-sided claim ("at least 0.97x", "at most +5%": a floor or a ceiling that is not no
+change) has its own verdict, `decide_bound`: it holds when the whole interval lies on the
+claimed side of the bound, is refuted when the whole interval lies on the other, and is
+undecided while the interval reaches both sides; on a change or ratio the interval must
+clear the bound by the A/A margin, as a direction must clear no change.
+
 Every block, note and claim reads this one function, so the page and the audit agree.
 Nothing here queries or renders.
 """
@@ -87,6 +93,44 @@ def decide(lo: float | None, hi: float | None, n_rounds: int, kind: str, band: f
     return Decision(UNDECIDED, band, rounds_to_decide(log_lo, log_hi, n_rounds, band, margin))
 
 
+@dataclass(frozen=True, slots=True)
+class BoundDecision:
+    holds: bool | None  # None: undecided, the interval reaches both sides of the bound
+    rounds_to_decide: int | None = None  # undecided: about how many rounds would decide it
+
+
+def decide_bound(
+    lo: float | None,
+    hi: float | None,
+    n_rounds: int,
+    kind: str,
+    bound: float,
+    at_least: bool,
+    margin: float = 0.0,
+) -> BoundDecision | None:
+    """The verdict of "at least `bound`" (at_least) or "at most `bound`" on a comparison or
+    value whose 95% interval is [lo, hi], in the value's own scale (a change's fraction, a
+    ratio, a metric's unit); None without an interval. A change or ratio is judged on the
+    log-ratio scale, where the A/A margin lives."""
+    if lo is None or hi is None:
+        return None
+    if kind in ("change", "ratio"):
+        shift = 1.0 if kind == "change" else 0.0
+        lo, hi, bound = _log(lo + shift), _log(hi + shift), _log(bound + shift)
+    else:
+        margin = 0.0  # an A/A margin is a log ratio between arms, not a metric's unit
+    if not at_least:  # "at most b" is "at least -b" of the negated interval
+        lo, hi, bound = -hi, -lo, -bound
+    if (lo - bound > margin + AT_MARGIN) if margin else lo >= bound:
+        return BoundDecision(True)
+    if (bound - hi > margin + AT_MARGIN) if margin else hi < bound:
+        return BoundDecision(False)
+    if n_rounds < MIN_ROUNDS or not (math.isfinite(lo) and math.isfinite(hi)):
+        return BoundDecision(None)
+    centre, half = (lo + hi) / 2, (hi - lo) / 2
+    return BoundDecision(None, _rounds_for(half, n_rounds, abs(centre - bound) - margin))
+
+
 def _log(ratio: float) -> float:
     return math.log(ratio) if ratio > 0 else -math.inf
 
@@ -99,6 +143,12 @@ def rounds_to_decide(log_lo: float, log_hi: float, n_rounds: int, band: float, m
         return None
     centre, half = (log_lo + log_hi) / 2, (log_hi - log_lo) / 2
     room = max(min(math.log1p(band) - centre, centre - math.log1p(-band)), abs(centre) - margin)
+    return _rounds_for(half, n_rounds, room)
+
+
+def _rounds_for(half: float, n_rounds: int, room: float) -> int:
+    """Rounds at which an interval of this half-width over n_rounds, its rounds' spread
+    taken as measured, would shrink to `room`."""
     if room <= 0:
         return MOST_ROUNDS
     spread = half * math.sqrt(n_rounds) / t975(n_rounds - 1)  # the rounds' standard deviation
