@@ -76,3 +76,20 @@ def test_an_iowait_count_that_goes_back_is_not_a_reset(tmp_path):
     b = load._cpu_ticks(stat_file(tmp_path, "b", "200 0 100 1100 38 0 0 10"))
     out = figures(Sample(1.0, a, 0.0), Sample(1.0, b, 0.0))
     assert out["busy_fraction_other"] == pytest.approx(0.5) and out["steal_fraction"] == 0.0
+
+
+def test_a_cell_that_closes_before_a_tick_waits_for_one(tmp_path):
+    """A cell of a few tens of milliseconds on a VM, whose ticks come in bursts, closed
+    before any was counted and stored no busy fraction (a flaky end-to-end test)."""
+    import threading
+
+    path = stat_file(tmp_path, "s", "100 0 100 1000 0 0 0 10")
+    start = load.sample(path)
+    later = threading.Timer(0.02, lambda: path.write_text("cpu  101 0 100 1001 0 0 0 10\n"))
+    later.start()
+    end = load.closing_sample(start, path, wait_s=5.0)
+    later.join()
+    assert end.ticks == (101, 0, 100, 1001, 0, 0, 0, 10)
+    assert figures(start, end)["busy_fraction_other"] is not None
+    still = stat_file(tmp_path, "t", "100 0 100 1000 0 0 0 10")  # no tick ever: it gives up
+    assert figures(start, load.closing_sample(start, still, wait_s=0.01))["busy_fraction_other"] is None

@@ -232,7 +232,7 @@ def _attempt(
         progress.cell_finished(label, "failed", 0, time.perf_counter() - t)
         raise
     seconds = time.perf_counter() - t
-    figures = load.figures(before, load.sample())
+    figures = load.figures(before, load.closing_sample(before))
     why = None if limit is None else load.contended(figures, limit)
     if why:  # its rows are not kept: the slot is measured again at once
         st.finish_run(run_id, "contended", load=figures)

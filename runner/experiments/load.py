@@ -1,7 +1,8 @@
 """How busy the machine was while a cell ran: the figures stored beside each run.
 
-`sample()` is taken just before a cell's clock starts and just after its last request
-finishes; `figures(start, end)` turns two samples into the four nullable `runs` columns:
+`sample()` is taken just before a cell's clock starts and `closing_sample()` just after
+its last request finishes; `figures(start, end)` turns two samples into the four
+nullable `runs` columns:
 
 - `loadavg_start`, `loadavg_end`: the 1-minute load average (os.getloadavg, i.e.
   /proc/loadavg on Linux) at the two samples.
@@ -26,6 +27,7 @@ engine or the store.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +88,26 @@ def _cpu_ticks(stat: Path) -> tuple[int, ...] | None:
 def sample(stat: Path = PROC_STAT) -> Sample:
     t = os.times()
     return Sample(_loadavg(), _cpu_ticks(stat), t.user + t.system)
+
+
+def closing_sample(start: Sample, stat: Path = PROC_STAT, wait_s: float = 0.1) -> Sample:
+    """The sample that closes a cell begun at `start`. The kernel counts CPU time in ticks,
+    and on a VM they arrive in bursts: a cell of a few tens of milliseconds can close
+    before any is counted, and its fractions would be unknown. Then this waits (at most
+    wait_s) for the next tick: the window grows by that wait, the fractions stay the
+    machine's over a window holding the whole cell."""
+    end = sample(stat)
+    deadline = time.monotonic() + wait_s
+    while _no_tick(start, end) and time.monotonic() < deadline:
+        time.sleep(0.002)
+        end = sample(stat)
+    return end
+
+
+def _no_tick(start: Sample, end: Sample) -> bool:
+    if start.ticks is None or end.ticks is None:
+        return False  # nothing to wait for: the platform reports none
+    return sum(end.ticks) <= sum(start.ticks)
 
 
 def _ticks_per_second() -> float | None:
