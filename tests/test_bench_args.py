@@ -83,7 +83,31 @@ def test_the_unseen_text_set_runs_and_names_its_packages(capsys):
     assert not cli_main(["bench", "--no-openblas", *argv, "--tokens", "8", "--prompts", "unseen"])
     out = capsys.readouterr().out
     assert "prompts of 48 tokens" in out and "from the unseen-text prompts (jinja2 " in out
-    assert re.search(r"\d+ prompts sha256 [0-9a-f]{12}\)", out)
+    assert re.search(
+        r"\d+ prompts sha256 [0-9a-f]{12}\), a seeded sample of 2 of \d+, from [12] packages", out
+    )
+
+
+def test_the_bench_samples_prompts_from_the_whole_set_the_same_every_run():
+    """The sets run package by package (module by module): the first prompts were all
+    jinja2's, which the block drafter lands far better than the set as a whole."""
+    from types import SimpleNamespace
+
+    from runner.bench.mtp_ab import prompt_pool
+    from runner.engine.checkpoint import load_tokenizer
+    from runner.unseen_text import unseen_prompts
+
+    deep = Path(__file__).resolve().parents[1] / "runner" / "models" / "deep"
+    engine = SimpleNamespace(tokenizer=load_tokenizer(deep), checkpoint_dir=deep)
+    pool, where = prompt_pool(engine, "unseen", 24, 96)
+    again, _ = prompt_pool(engine, "unseen", 24, 96)
+    assert pool == again and len(pool) == 24 and len({tuple(p) for p in pool}) == 24
+    assert all(len(p) == 96 for p in pool)
+    texts = {tuple(engine.tokenizer.encode(p.text).ids[:96]): p.id for p in unseen_prompts()}
+    packages = {texts[tuple(p)].split("/")[0] for p in pool}
+    assert len(packages) >= 5 and f"from {len(packages)} packages" in where
+    held, where = prompt_pool(engine, "heldout", 24, 96)
+    assert len(held) == 24 and re.search(r"a seeded sample of 24 of \d+, from \d+ modules", where)
 
 
 def test_the_exp_bench_times_every_pass_shape_both_ways(capsys):

@@ -23,6 +23,7 @@ lengths passes carried, and state bytes.
 from __future__ import annotations
 
 import math
+import random
 import statistics
 
 import mlx.core as mx
@@ -55,6 +56,7 @@ ARMS = {
     "lazy-solo": dict(mtp=True, draft_policy="solo", mtp_sync="lazy"),
 }
 FLEXIBLE = ("always", "solo", "lazy-solo")  # arms whose k is --draft-tokens
+POOL_SEED = 2026  # the bench's prompt sample: the same prompts every run, spread over the set
 
 
 class ArmError(Exception):
@@ -70,7 +72,10 @@ def arm_knobs(arms: list[str], draft_tokens: int) -> dict[str, dict]:
 
 def prompt_pool(engine: Engine, source: str, n: int, length: int) -> tuple[list[list[int]], str]:
     """Up to n prompts of `length` tokens from the checkpoint's held-out prompts or the
-    unseen-text set, and a line naming the set (the unseen set's fingerprint)."""
+    unseen-text set, drawn by a seeded shuffle of all that are long enough, and a line
+    naming the set (the unseen set's fingerprint) and the sample. Both sets run file by
+    file (the unseen one package by package): their first n were one package's or a few
+    modules' text, on which a drafter can land far more (or less) than on the set."""
     if source == "unseen":
         prompts = unseen_prompts()
         where = f"unseen-text prompts ({fingerprint(prompts)})"
@@ -78,7 +83,12 @@ def prompt_pool(engine: Engine, source: str, n: int, length: int) -> tuple[list[
         prompts = read_prompts(engine.checkpoint_dir / "heldout.jsonl")
         where = f"held-out prompts ({engine.checkpoint_dir / 'heldout.jsonl'})"
     ids = [engine.tokenizer.encode(p.text).ids for p in prompts]
-    return [x[:length] for x in ids if len(x) >= length][:n], where
+    eligible = [(p.id, x[:length]) for p, x in zip(prompts, ids) if len(x) >= length]
+    chosen = random.Random(POOL_SEED).sample(eligible, min(n, len(eligible)))
+    groups = sorted({pid.split("/")[0] if source == "unseen" else pid.split(".")[0] for pid, _ in chosen})
+    kind = "packages" if source == "unseen" else "modules"
+    sample = f"a seeded sample of {len(chosen)} of {len(eligible)}, from {len(groups)} {kind}"
+    return [x for _, x in chosen], f"{where}, {sample}"
 
 
 def measure(engine: Engine, batches: list[list[list[int]]], new_tokens: int) -> dict:
