@@ -85,7 +85,8 @@ def test_a_cell_that_closes_before_a_tick_waits_for_one(tmp_path):
 
     path = stat_file(tmp_path, "s", "100 0 100 1000 0 0 0 10")
     start = load.sample(path)
-    later = threading.Timer(0.02, lambda: path.write_text("cpu  101 0 100 1001 0 0 0 10\n"))
+    ticked = stat_file(tmp_path, "u", "101 0 100 1001 0 0 0 10")
+    later = threading.Timer(0.02, lambda: ticked.replace(path))  # atomic: never read half written
     later.start()
     end = load.closing_sample(start, path, wait_s=5.0)
     later.join()
