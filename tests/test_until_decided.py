@@ -171,6 +171,10 @@ def test_a_headline_floor_keeps_a_comparison_open_until_the_floor_is_decided(dec
     level_only = Judged(cmp, 4, "-1.0% [-7.2%, +5.6%]", "level", None, "undecided")
     held = Judged(cmp, 1, "+26% [+7%, +47%]", "faster", None, "holds")
     assert still_open([level_only, held], exp) == [level_only]
+    assert look_line(dataclasses.replace(level_only, rounds_to_decide=97), 24).endswith(
+        ": -1.0% [-7.2%, +5.6%]: level; at least 0.97x: undecided (about 97 rounds would decide it; "
+        "max_rounds is 24)"
+    )
     with pytest.raises(ValueError, match="headline at_least: stated value 'most of it'"):
         deciding_comparisons(exp, {"arm": "b", "base": "a", "metric": "decode_tps", "at_least": "most of it"})
 

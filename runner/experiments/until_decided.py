@@ -185,10 +185,7 @@ def _with_floor(judged: Judged, b) -> Judged:
     rounds = [n for n in (judged.rounds_to_decide, b.rounds_to_decide) if n is not None]
     open_ = judged.kind == UNDECIDED or word == "undecided"
     return dataclasses.replace(
-        judged,
-        text=f"{judged.text}; at least {judged.comparison.floor_text}: {word}",
-        floor=word,
-        rounds_to_decide=max(rounds) if open_ and rounds else judged.rounds_to_decide,
+        judged, floor=word, rounds_to_decide=max(rounds) if open_ and rounds else judged.rounds_to_decide
     )
 
 
@@ -260,6 +257,8 @@ def look_line(j: Judged, max_rounds: int) -> str:
     """One comparison at a look; an undecided one says about how many rounds would decide
     it at the spread measured so far, and when that is past the design's max_rounds."""
     line = f"  {j.comparison} at concurrency {j.concurrency}: {j.text}: {j.kind or 'no interval yet'}"
+    if j.floor:
+        line += f"; at least {j.comparison.floor_text}: {j.floor}"
     n = j.rounds_to_decide
     if n is None:
         return line

@@ -3,8 +3,8 @@ the ceiling, on its home chip (data as of the post's date), with 95% intervals.
 
 - Front matter `headline: {arm, base, metric}` (optional `experiment`, `requests`, and
   `at_least`, a floor such as "0.97x" whose verdict each regime then shows too, and which
-  measuring until decided decides as well) chooses it; by default it is the first `headline_table` call (decode_tps when the call
-  shows it, else its first metric).
+  measuring until decided decides as well) chooses it; by default it is the first
+  `headline_table` call (decode_tps when the call shows it, else its first metric).
 - The pair is one line of HTML shown on the blog index and the home page, not on the
   post itself (its headline table is there). Problems name the front-matter field.
 """
