@@ -78,7 +78,7 @@ def test_adaptive_calibration_learns_from_rows_it_cut():
     )
     policy = eng.policy
 
-    def pinned(width: int) -> int:
+    def pinned(width: int, in_step: bool = False) -> int:
         policy._cut_costs, policy.reason = {0: 1.0, 1: 1.6, 2: 1.8, 4: 2.2, 8: 3.0}, "k 8: pinned"
         return 8
 

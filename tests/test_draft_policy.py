@@ -35,6 +35,34 @@ def policy(name: str, k: int = 1) -> DraftPolicy:
     return DraftPolicy(cfg.draft_policy, cfg.draft_max_width, cfg.draft_tokens)
 
 
+def test_rows_in_step_do_not_draft_beside_each_other_unless_prompts_are_held():
+    """Rows that would finish in one pass without drafts: drafting sets them apart, and a
+    prompt following one then prefills beside rows still decoding (in a closed loop at
+    four on held-out prompts, adaptive lost to off so). Alone, or with prompts held for
+    decoding rows (prefill_hold), it decides as before."""
+    from types import SimpleNamespace
+
+    from runner.engine.launch import in_step
+
+    p = policy("adaptive", 8)
+    assert p.decide(4, in_step=True) == 0 and "in step" in p.reason
+    assert p.decide(1, in_step=True) == 1  # alone: no costs yet, it measures one draft
+    held = DraftPolicy("adaptive", None, 8, held_prompts=True)
+    assert held.decide(4, in_step=True) == 1 and "in step" not in held.reason
+    assert policy("always", 8).decide(4, in_step=True) == 8  # fixed policies draft as told
+
+    def row(left: int, finished: bool = False):
+        return SimpleNamespace(max_new_tokens=64, num_output=64 - left, finished=finished)
+
+    idle = SimpleNamespace(waiting=[], hold_from=None)
+    assert in_step([row(9), row(9), row(9)], idle)
+    assert not in_step([row(9), row(8)], idle) and not in_step([row(9)], idle)
+    assert in_step([row(9), row(9), row(2, finished=True)], idle)
+    joining = SimpleNamespace(waiting=[object()], hold_from=None)
+    assert not in_step([row(9), row(9)], joining)  # a waiting prompt joins them
+    assert in_step([row(9), row(9)], SimpleNamespace(waiting=[object()], hold_from=3))
+
+
 def test_fixed_policies_draft_k_by_width():
     assert [policy("never", 3).decide(w) for w in (1, 2, 4)] == [0] * 3
     assert [policy("always", 3).decide(w) for w in (1, 2, 4)] == [3] * 3

@@ -85,10 +85,26 @@ def seed(policy) -> None:
                 policy.width(width).observe(k, int(c * 1e6))
 
 
+def run_apart(engine: Engine, prompts: list[list[int]], lengths: list[int]):
+    """The prompts submitted together, each asking for its own number of tokens (rows out
+    of step, so adaptive may draft beside other rows): outputs in order, and pass events."""
+    from runner.engine.events import PassEvent
+
+    events: list = []
+    engine.sink = events.append
+    ids = [engine.add_request(p, n) for p, n in zip(prompts, lengths)]
+    out = {}
+    while engine.has_work():
+        out.update({ev.request_id: list(ev.tokens) for ev in engine.step()})
+    engine.sink = None
+    return [out[i] for i in ids], [e for e in events if isinstance(e, PassEvent)]
+
+
 def test_cut_drafts_stay_lossless_and_the_pass_rows_say_why():
     prompts = [[int(t) for t in np.random.default_rng(i).integers(10, 2000, 16 + 5 * i)] for i in range(4)]
+    lengths = [40, 37, 34, 31]
     off = Engine.from_pretrained("tiny", max_batch_size=4, compile=False)
-    plain = off.generate(prompts, max_new_tokens=40)
+    plain = [off.generate([p], max_new_tokens=n)[0] for p, n in zip(prompts, lengths)]
     eng = Engine.from_pretrained(
         "tiny",
         max_batch_size=4,
@@ -100,7 +116,7 @@ def test_cut_drafts_stay_lossless_and_the_pass_rows_say_why():
         draft_tokens=8,
     )
     seed(eng.policy)
-    outs, passes, _ = eng.collect(prompts, 40)
+    outs, passes = run_apart(eng, prompts, lengths)
     assert outs == plain
     drafting = [p for p in passes if p.kind == "decode" and p.drafted]
     assert drafting and all(p.draft_reason.startswith("k ") for p in drafting)
@@ -286,7 +302,7 @@ def test_a_pass_after_one_verifying_several_drafts_is_never_launched_ahead():
         "tiny", max_batch_size=4, compile=False, mtp=True, drafter="block", draft_tokens=4
     )
     turns = itertools.cycle((4, 0, 0))
-    eng.policy.decide = lambda width: next(turns)
+    eng.policy.decide = lambda width, in_step=False: next(turns)
     outs, passes, _ = eng.collect(prompts, 40)
     assert outs == expected
     assert sum(p.drafted > 0 for p in passes) > 5 and eng.launcher.passes_queued > 0
@@ -319,3 +335,23 @@ def test_a_vetoed_length_is_not_explored_again_until_its_rate_lapses():
     model = policy.width(4)
     model.kept, model.trying, model.window_end = 0, 8, 10**6  # a window measuring 8
     assert policy.decide(4) == 0 and "k 8 realized" in policy.reason
+
+
+def test_rows_in_step_run_without_drafts_beside_each_other_and_say_why():
+    """Four prompts asking for as many tokens: drafting cheap at every width (seeded), yet
+    no pass of two rows or more carries drafts while they stay in step."""
+    prompts = [[int(t) for t in np.random.default_rng(i).integers(10, 2000, 16 + 5 * i)] for i in range(4)]
+    eng = Engine.from_pretrained(
+        "tiny",
+        max_batch_size=4,
+        compile=False,
+        mtp=True,
+        drafter="block",
+        draft_policy="adaptive",
+        draft_tokens=8,
+    )
+    seed(eng.policy)
+    _, passes, _ = eng.collect(prompts, 24)
+    batched = [p for p in passes if p.kind == "decode" and p.width > 1]
+    assert batched and not any(p.drafted for p in batched)
+    assert all("in step" in p.draft_reason for p in batched[1:])

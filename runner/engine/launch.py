@@ -35,6 +35,14 @@ from .passes import Launched, MTPInputs
 from .scheduler import PassPlan, Scheduler
 
 
+def in_step(rows, sched) -> bool:
+    """Will the rows going on (and none waiting to join them) finish in one pass if none
+    drafts: more than one, each with as many tokens left?"""
+    left = {s.max_new_tokens - s.num_output for s in rows if not s.finished}
+    live = sum(not s.finished for s in rows)
+    return live > 1 and len(left) == 1 and not (sched.waiting and sched.hold_from is None)
+
+
 class Launcher:
     def __init__(
         self,
@@ -86,7 +94,7 @@ class Launcher:
         rows that go on), else after cur is committed."""
         if cur.drafts_next is None:
             rows = cur.live if continuing is None else continuing
-            k = self.policy.decide(self.expected_width(rows))
+            k = self.policy.decide(self.expected_width(rows), in_step=in_step(cur.plan.rows, self.scheduler))
             cur.drafts_next = min(k, 1) if cur.fused else k  # a fused pass drafted one a row
         self._latest = cur.drafts_next
         return cur.drafts_next

@@ -30,6 +30,9 @@ committed tokens per unit of time, from its own measurements.
 - A width above one kept at 0 by its costs holds 0 for HOLD passes (or to its next
   comparison) unweighed, counted as decisions: MLX's CPU backend runs the host's work
   between passes, not beside them, and weighing was most of what adaptive added there.
+- Rows in step (as many tokens left each) do not draft unless new prompts wait for rows
+  decoding: drafting sets them apart, and a prompt that follows one then prefills beside
+  the rows still decoding, stalling them, a price no pass shows.
 - A pass belongs to the regime of the k decided for it (before any row was cut: its
   drafter already ran) and counts toward a realized rate only when its own step prepared
   the same k (its duration holds the next pass's drafting): a k = 0 pass whose step
@@ -117,14 +120,17 @@ class DraftPolicy:
         """May a pass of this width verify the drafts its rows carry?"""
         return self.adaptive or self.max_width is None or width <= self.max_width
 
-    def decide(self, width: int) -> int:
-        """Drafts a row carries into a next pass expected to hold `width` rows (0: none).
-        Called once a pass."""
+    def decide(self, width: int, in_step: bool = False) -> int:
+        """Drafts a row carries into a next pass expected to hold `width` rows (0: none);
+        in_step: its rows have as many tokens left each. Called once a pass."""
         self._cut_costs = None
         if width == 0:
             return 0
         if not self.adaptive:
             return self.draft_tokens if self.permits(width) else 0
+        if in_step and width > 1 and not self.held_prompts:
+            self.reason = "k 0: the rows are in step; drafting would set them apart (prefill_hold lets it)"
+            return 0
         model = self.width(width)
         held_at, compared, left = self._hold
         if left and held_at == width and compared == model.compared:
