@@ -338,20 +338,27 @@ def test_a_vetoed_length_is_not_explored_again_until_its_rate_lapses():
 
 
 def test_rows_in_step_run_without_drafts_beside_each_other_and_say_why():
-    """Four prompts asking for as many tokens: drafting cheap at every width (seeded), yet
-    no pass of two rows or more carries drafts while they stay in step."""
+    """Four requests asking for as many tokens, drafting cheap at every width (seeded): as
+    a server takes them (prompts may follow), no pass of two rows or more carries drafts
+    while they stay in step; inside generate(), which holds its whole workload, they draft."""
     prompts = [[int(t) for t in np.random.default_rng(i).integers(10, 2000, 16 + 5 * i)] for i in range(4)]
-    eng = Engine.from_pretrained(
-        "tiny",
-        max_batch_size=4,
-        compile=False,
-        mtp=True,
-        drafter="block",
-        draft_policy="adaptive",
-        draft_tokens=8,
-    )
-    seed(eng.policy)
-    _, passes, _ = eng.collect(prompts, 24)
+
+    def engine():
+        eng = Engine.from_pretrained(
+            "tiny",
+            max_batch_size=4,
+            compile=False,
+            mtp=True,
+            drafter="block",
+            draft_policy="adaptive",
+            draft_tokens=8,
+        )
+        seed(eng.policy)
+        return eng
+
+    outs, passes = run_apart(engine(), prompts, [24] * 4)
     batched = [p for p in passes if p.kind == "decode" and p.width > 1]
     assert batched and not any(p.drafted for p in batched)
     assert all("in step" in p.draft_reason for p in batched[1:])
+    same, passes, _ = engine().collect(prompts, 24)
+    assert same == outs and any(p.drafted for p in passes if p.kind == "decode" and p.width > 1)

@@ -183,9 +183,13 @@ class Engine:
             for i, p in enumerate(prompts)
         ]
         done: dict[int, list[int]] = {}
-        while self.has_work():
-            for ev in self.step():
-                done[ev.request_id] = list(ev.tokens)
+        self.launcher.prompts_follow = False  # none can arrive while it runs (launch.py)
+        try:
+            while self.has_work():
+                for ev in self.step():
+                    done[ev.request_id] = list(ev.tokens)
+        finally:
+            self.launcher.prompts_follow = True
         return [done[i] for i in ids]
 
     def collect(

@@ -56,6 +56,9 @@ class Launcher:
         self.config = config
         self.passes_queued = 0  # passes launched ahead of the previous commit
         self.passes_built_ahead = 0  # drafted passes built on drafts still being made (verify_ahead.py)
+        # May prompts arrive while rows decode? Not inside Engine.generate, which holds its
+        # whole workload: there rows in step may draft, nothing follows them to stall.
+        self.prompts_follow = True
         # The latest decision (drafts a row; None before any). The number, not the pass:
         # a pass would keep its rows, finished requests included, alive until the next one.
         self._latest: Optional[int] = None
@@ -94,7 +97,8 @@ class Launcher:
         rows that go on), else after cur is committed."""
         if cur.drafts_next is None:
             rows = cur.live if continuing is None else continuing
-            k = self.policy.decide(self.expected_width(rows), in_step=in_step(cur.plan.rows, self.scheduler))
+            step = self.prompts_follow and in_step(cur.plan.rows, self.scheduler)
+            k = self.policy.decide(self.expected_width(rows), in_step=step)
             cur.drafts_next = min(k, 1) if cur.fused else k  # a fused pass drafted one a row
         self._latest = cur.drafts_next
         return cur.drafts_next
