@@ -100,11 +100,13 @@ def run_apart(engine: Engine, prompts: list[list[int]], lengths: list[int]):
     return [out[i] for i in ids], [e for e in events if isinstance(e, PassEvent)]
 
 
-def test_cut_drafts_stay_lossless_and_the_pass_rows_say_why():
-    prompts = [[int(t) for t in np.random.default_rng(i).integers(10, 2000, 16 + 5 * i)] for i in range(4)]
-    lengths = [40, 37, 34, 31]
-    off = Engine.from_pretrained("tiny", max_batch_size=4, compile=False)
-    plain = [off.generate([p], max_new_tokens=n)[0] for p, n in zip(prompts, lengths)]
+def four_prompts() -> list[list[int]]:
+    return [[int(t) for t in np.random.default_rng(i).integers(10, 2000, 16 + 5 * i)] for i in range(4)]
+
+
+def seeded_block_engine(**knobs) -> Engine:
+    """tiny, four rows, the block drafter under adaptive (k up to 8), drafting cheap at
+    every width (`seed`)."""
     eng = Engine.from_pretrained(
         "tiny",
         max_batch_size=4,
@@ -112,10 +114,19 @@ def test_cut_drafts_stay_lossless_and_the_pass_rows_say_why():
         mtp=True,
         drafter="block",
         draft_policy="adaptive",
-        mtp_sync="lazy",
         draft_tokens=8,
+        **knobs,
     )
     seed(eng.policy)
+    return eng
+
+
+def test_cut_drafts_stay_lossless_and_the_pass_rows_say_why():
+    prompts = four_prompts()
+    lengths = [40, 37, 34, 31]
+    off = Engine.from_pretrained("tiny", max_batch_size=4, compile=False)
+    plain = [off.generate([p], max_new_tokens=n)[0] for p, n in zip(prompts, lengths)]
+    eng = seeded_block_engine(mtp_sync="lazy")
     outs, passes = run_apart(eng, prompts, lengths)
     assert outs == plain
     drafting = [p for p in passes if p.kind == "decode" and p.drafted]
@@ -341,24 +352,10 @@ def test_rows_in_step_run_without_drafts_beside_each_other_and_say_why():
     """Four requests asking for as many tokens, drafting cheap at every width (seeded): as
     a server takes them (prompts may follow), no pass of two rows or more carries drafts
     while they stay in step; inside generate(), which holds its whole workload, they draft."""
-    prompts = [[int(t) for t in np.random.default_rng(i).integers(10, 2000, 16 + 5 * i)] for i in range(4)]
-
-    def engine():
-        eng = Engine.from_pretrained(
-            "tiny",
-            max_batch_size=4,
-            compile=False,
-            mtp=True,
-            drafter="block",
-            draft_policy="adaptive",
-            draft_tokens=8,
-        )
-        seed(eng.policy)
-        return eng
-
-    outs, passes = run_apart(engine(), prompts, [24] * 4)
+    prompts = four_prompts()
+    outs, passes = run_apart(seeded_block_engine(), prompts, [24] * 4)
     batched = [p for p in passes if p.kind == "decode" and p.width > 1]
     assert batched and not any(p.drafted for p in batched)
     assert all("in step" in p.draft_reason for p in batched[1:])
-    same, passes, _ = engine().collect(prompts, 24)
+    same, passes, _ = seeded_block_engine().collect(prompts, 24)
     assert same == outs and any(p.drafted for p in passes if p.kind == "decode" and p.width > 1)

@@ -38,9 +38,10 @@ from .scheduler import PassPlan, Scheduler
 def in_step(rows, sched) -> bool:
     """Will the rows going on (and none waiting to join them) finish in one pass if none
     drafts: more than one, each with as many tokens left?"""
-    left = {s.max_new_tokens - s.num_output for s in rows if not s.finished}
-    live = sum(not s.finished for s in rows)
-    return live > 1 and len(left) == 1 and not (sched.waiting and sched.hold_from is None)
+    if sched.waiting and sched.hold_from is None:
+        return False
+    left = [s.max_new_tokens - s.num_output for s in rows if not s.finished]
+    return len(left) > 1 and left.count(left[0]) == len(left)
 
 
 class Launcher:
@@ -97,7 +98,7 @@ class Launcher:
         rows that go on), else after cur is committed."""
         if cur.drafts_next is None:
             rows = cur.live if continuing is None else continuing
-            step = self.prompts_follow and in_step(cur.plan.rows, self.scheduler)
+            step = self.prompts_follow and self.policy.weighs_step and in_step(cur.plan.rows, self.scheduler)
             k = self.policy.decide(self.expected_width(rows), in_step=step)
             cur.drafts_next = min(k, 1) if cur.fused else k  # a fused pass drafted one a row
         self._latest = cur.drafts_next

@@ -181,11 +181,10 @@ def _with_floor(judged: Judged, b) -> Judged:
     """The comparison judged on its floor too: open while the floor is undecided."""
     from runner.publish.stats.verdicts import UNDECIDED
 
-    word = "holds" if b.holds else "refuted" if b.holds is False else "undecided"
     rounds = [n for n in (judged.rounds_to_decide, b.rounds_to_decide) if n is not None]
-    open_ = judged.kind == UNDECIDED or word == "undecided"
+    open_ = UNDECIDED in (judged.kind, b.kind)
     return dataclasses.replace(
-        judged, floor=word, rounds_to_decide=max(rounds) if open_ and rounds else judged.rounds_to_decide
+        judged, floor=b.kind, rounds_to_decide=max(rounds) if open_ and rounds else judged.rounds_to_decide
     )
 
 

@@ -88,6 +88,7 @@ class DraftPolicy:
         (acceptance.py), where it brings one; held_prompts: new prompts wait for the rows
         decoding (prefill_hold), so a batch re-measures past lengths priced out (draft_cost.py)."""
         self.adaptive, self.held_prompts = policy == "adaptive", held_prompts
+        self.weighs_step = self.adaptive and not held_prompts  # decide() reads in_step
         self.max_width = max_width  # None: no fixed limit
         self.draft_tokens = draft_tokens
         self.lengths = draft_lengths(draft_tokens)
@@ -128,7 +129,7 @@ class DraftPolicy:
             return 0
         if not self.adaptive:
             return self.draft_tokens if self.permits(width) else 0
-        if in_step and width > 1 and not self.held_prompts:
+        if in_step and width > 1 and self.weighs_step:
             self.reason = "k 0: the rows are in step; drafting would set them apart (prefill_hold lets it)"
             return 0
         model = self.width(width)

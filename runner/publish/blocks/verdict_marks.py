@@ -15,7 +15,7 @@ from markupsafe import Markup
 from runner.publish.metrics import METRICS
 from runner.publish.stats.claims import ClaimSyntaxError, Measured, judge_bound
 from runner.publish.stats.intervals import Estimate
-from runner.publish.stats.verdicts import LEVEL, UNDECIDED, Decision, band_text, decide
+from runner.publish.stats.verdicts import HOLDS, LEVEL, REFUTED, UNDECIDED, Decision, band_text, decide
 
 _TITLES = {
     LEVEL: "the whole 95% interval lies within \u00b1{band}",
@@ -63,14 +63,11 @@ def bound_mark(measured: Measured, bound: str, at_least: bool) -> Markup:
     ClaimSyntaxError: the author's error, not a verdict."""
     if not isinstance(measured, Measured) or measured.lo is None or measured.hi is None:
         return Markup("")
-    holds, why = judge_bound("at least" if at_least else "at most", bound, measured)
-    kind = "holds" if holds else why.split(":")[0]
-    if kind not in ("holds", "refuted", UNDECIDED):
+    kind, why = judge_bound("at least" if at_least else "at most", bound, measured)
+    if kind is None:
         raise ClaimSyntaxError(f"verdict(..., {'at_least' if at_least else 'at_most'}={bound!r}): {why}")
     side, sign = ("below", "\u2265") if at_least else ("above", "\u2264")
-    word = {"holds": f"not {side} {bound}", "refuted": f"{side} {bound}"}.get(
-        kind, f"{sign} {bound} undecided"
-    )
+    word = {HOLDS: f"not {side} {bound}", REFUTED: f"{side} {bound}"}.get(kind, f"{sign} {bound} undecided")
     return Markup('<span class="bothrows-verdict bothrows-verdict-{}" title="{}">{}</span>').format(
         kind, why, word
     )

@@ -39,7 +39,9 @@ from runner.publish.stats.intervals import no_interval_text
 from runner.publish.stats.verdicts import (
     AT_MARGIN,
     DEFAULT_BAND,
+    HOLDS,
     LEVEL,
+    REFUTED,
     UNDECIDED,
     BoundDecision,
     Decision,
@@ -212,7 +214,8 @@ def judge(
         return verdict(False, f"not level: the interval excludes no change and reaches past \u00b1{band}")
     bound = _BOUND.match(str(stated_text))
     if bound:
-        return verdict(*judge_bound(bound.group("side").lower(), bound.group("bound"), measured))
+        kind, why = judge_bound(bound.group("side").lower(), bound.group("bound"), measured)
+        return verdict(kind == HOLDS, why)
     try:
         stated = parse_stated(stated_text, measured.kind)
     except ClaimSyntaxError as e:
@@ -250,20 +253,21 @@ def judge(
     return verdict(True, f"{reason}; the interval excludes no change")
 
 
-def judge_bound(side: str, text: str, measured: Measured) -> tuple[bool, str]:
-    """(holds, why) of "at least/at most <text>" against the measured interval."""
+def judge_bound(side: str, text: str, measured: Measured) -> tuple[str | None, str]:
+    """(verdict, why) of "at least/at most <text>" against the measured interval: HOLDS,
+    REFUTED or UNDECIDED, or None where the claim cannot be judged (why says so)."""
     try:
         stated = parse_stated(text, measured.kind)
     except ClaimSyntaxError as e:
-        return False, str(e)
+        return None, str(e)
     if stated.suffix == "%" and measured.kind == "ratio":
-        return False, "a percentage needs gain() or a fraction, not a ratio"
+        return None, "a percentage needs gain() or a fraction, not a ratio"
     at_least = side in ("at least", ">=", "\u2265")
     decision = decide_bound(
         measured.lo, measured.hi, measured.n_rounds, measured.kind, stated.value, at_least, measured.margin
     )
     if decision is None:
-        return False, f"a bound needs an interval: {no_interval_text(measured.n_rounds)}"
+        return None, f"a bound needs an interval: {no_interval_text(measured.n_rounds)}"
     side_text, other = ("at or above", "below") if at_least else ("at or below", "above")
     text = text.strip()
     margin = (
@@ -271,11 +275,11 @@ def judge_bound(side: str, text: str, measured: Measured) -> tuple[bool, str]:
         if measured.margin and measured.no_change() is not None
         else ""
     )
-    if decision.holds:
-        return True, f"the whole interval lies {side_text} {text}{margin}"
-    if decision.holds is False:
-        return False, f"refuted: the whole interval lies {other} {text}{margin}"
-    return False, f"undecided: the interval reaches both sides of {text}{margin}{more_rounds(decision)}"
+    if decision.kind == HOLDS:
+        return HOLDS, f"the whole interval lies {side_text} {text}{margin}"
+    if decision.kind == REFUTED:
+        return REFUTED, f"refuted: the whole interval lies {other} {text}{margin}"
+    return UNDECIDED, f"undecided: the interval reaches both sides of {text}{margin}{more_rounds(decision)}"
 
 
 def reach(measured: Measured) -> str:

@@ -93,10 +93,18 @@ def decide(lo: float | None, hi: float | None, n_rounds: int, kind: str, band: f
     return Decision(UNDECIDED, band, rounds_to_decide(log_lo, log_hi, n_rounds, band, margin))
 
 
+HOLDS, REFUTED = "holds", "refuted"  # a bound's verdicts beside UNDECIDED
+
+
 @dataclass(frozen=True, slots=True)
 class BoundDecision:
     holds: bool | None  # None: undecided, the interval reaches both sides of the bound
     rounds_to_decide: int | None = None  # undecided: about how many rounds would decide it
+
+    @property
+    def kind(self) -> str:
+        """HOLDS, REFUTED or UNDECIDED."""
+        return UNDECIDED if self.holds is None else HOLDS if self.holds else REFUTED
 
 
 def decide_bound(
