@@ -42,7 +42,7 @@ def test_rows_in_step_do_not_draft_beside_each_other_unless_prompts_are_held():
     decoding rows (prefill_hold), it decides as before."""
     from types import SimpleNamespace
 
-    from runner.engine.launch import in_step
+    from runner.engine.in_step import in_step
 
     p = policy("adaptive", 8)
     assert p.decide(4, in_step=True) == 0 and "in step" in p.reason

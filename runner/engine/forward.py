@@ -139,6 +139,7 @@ class Forward:
         self.n_main = model.args.num_hidden_layers
         self._compile = compile
         self._graph = _Graph(model, index_topk, tuple(kv.ik is not None for kv in pool.layers))
+        self._plain = self._graph  # the graph without the drafter's features
         self._compiled = passes if passes is not None else CompiledPasses(model)
 
     @property
@@ -149,18 +150,20 @@ class Forward:
 
     @feature_layers.setter
     def feature_layers(self, layers: tuple[int, ...]) -> None:
-        g = self._graph
-        self._graph = _Graph(g.model, g.index_topk, g.has_ik, tuple(layers))
+        g = self._plain
+        self._graph = _Graph(g.model, g.index_topk, g.has_ik, tuple(layers)) if layers else g
 
-    def _fn(self, name: str, static: tuple, n_tokens: int, eager: bool = False):
+    def _fn(self, name: str, static: tuple, n_tokens: int, eager: bool = False, features: bool = True):
         """The function for this pass structure (row groups and padding change the graph,
         so each gets its own). Long passes run eagerly: compiling pays where dispatching
         the graph is much of a pass's time (decode), not for a long prefill. The key names
-        all the graph depends on, as engines of other knobs may share the dict."""
-        fn = getattr(self._graph, name)
+        all the graph depends on, as engines of other knobs may share the dict. features
+        False: the graph without the drafter's features (`main`)."""
+        graph = self._graph if features else self._plain
+        fn = getattr(graph, name)
         if eager or n_tokens > COMPILE_MAX_TOKENS or not self._compile:
             return partial(fn, *static)
-        key = (name, self.index_topk, self._graph.has_ik, self._graph.feature_layers, static)
+        key = (name, self.index_topk, graph.has_ik, graph.feature_layers, static)
         if key not in self._compiled:
             self._compiled[key] = mx.compile(partial(fn, *static))
         return self._compiled[key]
@@ -207,20 +210,26 @@ class Forward:
         return logits, hidden, greedy, outs[3] if with_drafts else None
 
     def main(
-        self, tokens: mx.array, ctx: PassContext, out_index: mx.array, eager: bool = False
-    ) -> tuple[mx.array, mx.array]:
+        self,
+        tokens: mx.array,
+        ctx: PassContext,
+        out_index: mx.array,
+        eager: bool = False,
+        features: bool = True,
+    ) -> tuple[mx.array, Optional[mx.array]]:
         """tokens (N,) packed; out_index (B, K) packed positions whose logits are wanted.
         eager: skip compilation (a pass carrying prompt tokens: its packed length is the
         prompt's, rarely seen twice, so it would trace a new graph inside a timed pass).
-        -> logits (B, K, V), and the hidden states (N, H) or features (N, n*H) of every
-        packed position."""
+        features False: a pass whose positions the drafter will never read runs the graph
+        without them. -> logits (B, K, V), and the hidden states (N, H) or features
+        (N, n*H) of every packed position (None: a pass without its features)."""
         layers = self.pool.layers[: self.n_main]
         spec, ctx_arrays = ctx.flatten()
-        logits, hidden, *arrays = self._fn("_main", (spec,), tokens.shape[0], eager)(
+        logits, hidden, *arrays = self._fn("_main", (spec,), tokens.shape[0], eager, features)(
             _ids(tokens), out_index, *ctx_arrays, *_pack(layers)
         )
         self._store(layers, arrays, self._graph.has_ik[: self.n_main])
-        return logits, hidden
+        return logits, hidden if features or not self.feature_layers else None
 
     def mtp(
         self,

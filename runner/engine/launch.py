@@ -30,18 +30,10 @@ from .drafting.drafter import Drafter
 from .drafting.mtp import MTPDrafter
 from .drafting.tree import chain_of
 from .forward import Forward
+from .in_step import kept_in_step, needs_features
 from .layout import PassContext, ahead_layout, build_layout, tree_layout
 from .passes import Launched, MTPInputs
 from .scheduler import PassPlan, Scheduler
-
-
-def in_step(rows, sched) -> bool:
-    """Will the rows going on (and none waiting to join them) finish in one pass if none
-    drafts: more than one, each with as many tokens left?"""
-    if sched.waiting and sched.hold_from is None:
-        return False
-    left = [s.max_new_tokens - s.num_output for s in rows if not s.finished]
-    return len(left) > 1 and left.count(left[0]) == len(left)
 
 
 class Launcher:
@@ -98,11 +90,16 @@ class Launcher:
         rows that go on), else after cur is committed."""
         if cur.drafts_next is None:
             rows = cur.live if continuing is None else continuing
-            step = self.prompts_follow and self.policy.weighs_step and in_step(cur.plan.rows, self.scheduler)
-            k = self.policy.decide(self.expected_width(rows), in_step=step)
+            k = self.policy.decide(self.expected_width(rows), in_step=self._kept_in_step(cur.plan.rows))
             cur.drafts_next = min(k, 1) if cur.fused else k  # a fused pass drafted one a row
         self._latest = cur.drafts_next
         return cur.drafts_next
+
+    def _kept_in_step(self, rows) -> bool:
+        return kept_in_step(rows, self.scheduler, self.policy, self.prompts_follow)
+
+    def _features(self, plan: PassPlan) -> bool:
+        return needs_features(plan, self.scheduler, self.policy, self.prompts_follow, self.forward)
 
     @property
     def drafting(self) -> bool:
@@ -171,6 +168,7 @@ class Launcher:
             draft_in,
             mtp,
             queue=queue,
+            features=mtp is not None or self._features(plan),
         )
 
     def _launch_tree(self, plan: PassPlan, start: int) -> Launched:
@@ -237,6 +235,7 @@ class Launcher:
             draft if want else None,
             mtp,
             ahead=True,
+            features=mtp is not None or self._features(nplan),
         )
 
     def _dispatch(
@@ -251,9 +250,10 @@ class Launcher:
         mtp: Optional[MTPInputs],
         ahead: bool = False,
         queue: bool = True,
+        features: bool = True,
     ) -> Launched:
         """Build the target pass, with the MTP layer fused in when `mtp` is given, and
-        queue it (`queue`; else `Launched.queue` does)."""
+        queue it (`queue`; else `Launched.queue` does). features: see `_features`."""
         drafts = None
         # A pass carrying prompt tokens runs uncompiled: the warm-up traces decode shapes,
         # and a short prefill's packed length would trace a graph of its own in a timed pass.
@@ -272,7 +272,7 @@ class Launcher:
                 eager,
             )
         else:
-            logits, hidden = self.forward.main(tokens, ctx, out_index, eager)
+            logits, hidden = self.forward.main(tokens, ctx, out_index, eager, features)
             greedy = mx.argmax(logits, axis=-1)
         launched = Launched(
             plan, first, logits, hidden, greedy, drafts, starts, draft_in, mtp is not None, ahead

@@ -45,7 +45,7 @@ class Launched:
     plan: PassPlan
     first: list[int]  # packed index of each row's first token
     logits: mx.array  # (B, K, V)
-    hidden: mx.array  # (N, H)
+    hidden: Optional[mx.array]  # (N, H) or the drafter's features (None: a pass without them)
     greedy: mx.array  # (B, K) argmax at the logit positions
     drafts: Optional[mx.array]  # (B,) the fused MTP's draft for each row's next pass
     starts: mx.array  # (B,) start position of each row, in the graph
@@ -57,7 +57,7 @@ class Launched:
 
     def queue(self) -> None:
         """Start running the built pass (its outputs stay lazy)."""
-        mx.async_eval(self.greedy, self.hidden, *([self.drafts] if self.drafts is not None else []))
+        mx.async_eval(self.greedy, *(a for a in (self.hidden, self.drafts) if a is not None))
 
     @property
     def branch(self) -> Branch:

@@ -28,6 +28,8 @@ def warm_engine(engine, max_context: int) -> int:
     cached = config.prefix_cache_bytes // engine.pool.block_bytes
     engine.pool.reserve(1 + rows * (max_blocks + 1) + cached)
     traced = sum(warm_passes(forward, rows, max_blocks, 1 + k, config.mtp_layer) for k in ks or (0,))
+    if forward.feature_layers and engine.policy.weighs_step:  # rows kept in step run without features
+        traced += warm_passes(forward, rows, max_blocks, 1, False, features=False)
     if config.draft_tree:
         leaves = range(1, config.draft_tree + 1)
         traced += warm_trees(forward, max_blocks, sorted({1 + k + e for k in ks if k for e in leaves}))
@@ -45,11 +47,19 @@ def warm_engine(engine, max_context: int) -> int:
     return traced
 
 
-def warm_passes(forward: Forward, max_rows: int, max_blocks: int, verify_tokens: int, with_mtp: bool) -> int:
+def warm_passes(
+    forward: Forward,
+    max_rows: int,
+    max_blocks: int,
+    verify_tokens: int,
+    with_mtp: bool,
+    features: bool = True,
+) -> int:
     """Trace the compiled functions for every decode shape (rows x tokens per row x read
     width) for rows of up to max_blocks blocks: plain rows feed 1 token, drafting rows
     verify_tokens (1 + k; 1: the engine does not draft). with_mtp: the MTP layer's shapes
-    too (fused at k = 1, a chained step a row at k > 1). Returns how many were traced."""
+    too (fused at k = 1, a chained step a row at k > 1); features False: the graphs
+    without the drafter's features. Returns how many were traced."""
     bs, traced, T = forward.pool.block_size, 0, verify_tokens
     for n_blocks in block_buckets_upto(max_blocks):
         blocks = [0] * n_blocks
@@ -62,7 +72,11 @@ def warm_passes(forward: Forward, max_rows: int, max_blocks: int, verify_tokens:
                 )
                 K = T if n_long else 1
                 zeros = mx.zeros((lay.n_tokens,), mx.int32)
-                outs = list(forward.main(zeros, lay.ctx, mx.zeros((B, K), mx.int32)))
+                outs = [
+                    o
+                    for o in forward.main(zeros, lay.ctx, mx.zeros((B, K), mx.int32), False, features)
+                    if o is not None
+                ]
                 if with_mtp:
                     step = build_layout([max(n_blocks * bs - 2, 0)] * B, [1] * B, [blocks] * B, bs)
                     outs.extend(_warm_mtp(forward, outs[1], zeros, lay, step, B, K))

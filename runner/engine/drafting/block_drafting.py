@@ -10,6 +10,8 @@
 - A row's context starts where the engine first showed it one: at 0, or after the
   prefix cache's share of its prompt (those positions were never computed here, so the
   drafter reads less context there; the drafts are only proposals, losslessness holds).
+  A pass run without features (rows the launcher keeps from drafting, launch.py) ends
+  the rows' contexts: one starts again at the next pass that has them.
 - All drafting rows propose in one batched drafter pass; one host read takes the drafts.
   Greedy rows draft the argmax; sampling rows draw draft i from its own distribution q_i
   (the drafter's positions are independent given the context), kept for verification.
@@ -143,6 +145,12 @@ class BlockDrafting:
             self.cache.append(rid, feats, b.start)
 
     def draft(self, rows: list[Sequence], target: TargetOutputs, k: int) -> Optional[PendingDrafts]:
+        if target.hidden is None:  # run without features: the rows' contexts end here
+            for seq in rows:
+                seq.clear_drafts()
+                seq.kept_nodes = []
+                self.release(seq)
+            return None
         for b, seq in enumerate(rows):
             seq.clear_drafts()
             if seq.finished:

@@ -31,7 +31,8 @@ class TargetOutputs(NamedTuple):
     """What a committed target pass left for the drafter."""
 
     starts: list[int]  # each row's start position in the pass
-    hidden: mx.array  # (N, H) packed final hidden states (after the model's norm)
+    hidden: Optional[mx.array]  # (N, H) packed final hidden states (after the model's norm), or
+    # the block drafter's features; None: a pass run without them (no row drafts after it)
     first: list[int]  # packed index of each row's first token
 
 
