@@ -168,7 +168,7 @@ class Launcher:
             draft_in,
             mtp,
             queue=queue,
-            features=mtp is not None or self._features(plan),
+            features=self._features(plan),
         )
 
     def _launch_tree(self, plan: PassPlan, start: int) -> Launched:
@@ -235,7 +235,7 @@ class Launcher:
             draft if want else None,
             mtp,
             ahead=True,
-            features=mtp is not None or self._features(nplan),
+            features=self._features(nplan),
         )
 
     def _dispatch(
