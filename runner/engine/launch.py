@@ -90,13 +90,11 @@ class Launcher:
         rows that go on), else after cur is committed."""
         if cur.drafts_next is None:
             rows = cur.live if continuing is None else continuing
-            k = self.policy.decide(self.expected_width(rows), in_step=self._kept_in_step(cur.plan.rows))
+            cur.kept_in_step = kept_in_step(cur.plan.rows, self.scheduler, self.policy, self.prompts_follow)
+            k = self.policy.decide(self.expected_width(rows), in_step=cur.kept_in_step)
             cur.drafts_next = min(k, 1) if cur.fused else k  # a fused pass drafted one a row
         self._latest = cur.drafts_next
         return cur.drafts_next
-
-    def _kept_in_step(self, rows) -> bool:
-        return kept_in_step(rows, self.scheduler, self.policy, self.prompts_follow)
 
     def _features(self, plan: PassPlan) -> bool:
         return needs_features(plan, self.scheduler, self.policy, self.prompts_follow, self.forward)
@@ -235,7 +233,8 @@ class Launcher:
             draft if want else None,
             mtp,
             ahead=True,
-            features=self._features(nplan),
+            # its rows are cur's going on: the decision above read whether they are kept in step
+            features=not (self.forward.feature_layers and cur.kept_in_step),
         )
 
     def _dispatch(

@@ -1,7 +1,8 @@
 """A launched pass and what it lands: the record the launcher writes and the engine reads.
 
 - `Launched` is a pass whose graph is queued. It carries the draft decision for the pass
-  after it (`drafts_next`), written only by the Launcher.
+  after it (`drafts_next`, and whether it kept the rows in step), written only by the
+  Launcher.
 - Its `continuing_rows` and `next_inputs` are the rules a pass launched ahead follows:
   they run in the graph what the host's commit (speculative.choose, MTPDrafter.adopt)
   will do with the same numbers, so the host state after committing this pass equals
@@ -54,6 +55,7 @@ class Launched:
     ahead: bool = False  # built before the previous pass was committed
     drafts_next: Optional[int] = None  # drafts a row carries into the pass after this one
     # (0: none), once the Launcher has decided
+    kept_in_step: bool = False  # that decision kept its rows in step (in_step.py)
 
     def queue(self) -> None:
         """Start running the built pass (its outputs stay lazy)."""
