@@ -113,6 +113,21 @@ def test_a_remeasurement_judges_its_own_rounds_and_never_reruns_an_earlier_looks
     assert per_cell == 2  # one run a cell from each measurement: look 2 re-ran none of look 1's
 
 
+def test_an_edited_declarations_looks_judge_its_own_rounds_not_the_earlier_versions(decl, tmp_path, capfd):
+    db = tmp_path / "runs.duckdb"
+    flags = ["--db", str(db), "--no-openblas", "--until-decided", "--max-rounds", "4"]
+    assert cli(["run", str(decl), *flags]) == 0
+    capfd.readouterr()
+    assert set(_rounds(db).values()) == {4}
+    edited = tmp_path / decl.name  # the same experiment, another declaration: its cells are new
+    edited.write_text(decl.read_text().replace("seed = 5", "seed = 6"))
+    assert cli(["run", str(edited), *flags, "--budget", "0.001s"]) == 0  # its declared rounds only
+    err = capfd.readouterr().err
+    assert "look 1 of 2" in err
+    # the first look sees the two rounds it measured, not the earlier declaration's four
+    assert set(re.findall(r"over (\d+) rounds", err)) == {"2"}
+
+
 def test_an_aa_copy_is_measured_beside_the_others_but_never_keeps_a_run_going(decl):
     exp = load(decl)
     exp = dataclasses.replace(exp, workload=dataclasses.replace(exp.workload, aa=True))

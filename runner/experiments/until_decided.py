@@ -20,7 +20,10 @@ budget ends.
   sequence where it was. The budget counts from the run's start: the declared rounds
   always finish, and no group of added cells starts after it ends. A budget that ends
   first is a normal end: the page says undecided.
-- A re-measurement (`--remeasure`, `since` its start) judges its looks on its own runs
+- A look judges the runs of this declaration only: an edited declaration's cells are new,
+  and the earlier version's rounds (which pages may still pool, the newest run of a
+  cell) measured something else, so they never decide when this one stops. A
+  re-measurement (`--remeasure`, `since` its start) judges its looks on its own runs
   only, never pooled with an earlier measurement's rounds, and a later look re-runs none
   of the cells an earlier one measured.
 - The database is read between looks through the query layer (the store is closed
@@ -138,8 +141,8 @@ class Judged:
 def judge_look(
     db: Path, exp: Experiment, chip_id: str, comparisons: list[Comparison], since: datetime | None = None
 ) -> list[Judged]:
-    """Each comparison at each of its concurrencies, judged on this chip's data now (with
-    `since`, naive UTC: on the runs started from then on only)."""
+    """Each comparison at each of its concurrencies, judged on this chip's runs of this
+    declaration now (with `since`, naive UTC: on the runs started from then on only)."""
     from runner.publish.sql.home import Cutoff
     from runner.publish.sql.reader import Reader
     from runner.publish.stats import aa
@@ -152,7 +155,12 @@ def judge_look(
         chip_id = next(
             (c.chip_id for c in reader.chips(exp.name, exp.quick) if chip_id in c.aliases), chip_id
         )
-        cut = None if since is None else Cutoff(None, since, fresh=True)
+        # this declaration's runs only (an edited one's earlier rounds measured something
+        # else): a re-measurement's own, else each cell's newest (all before datetime.max)
+        if since is None:
+            cut = Cutoff(None, datetime.max, declaration=exp.sha256)
+        else:
+            cut = Cutoff(None, since, fresh=True, declaration=exp.sha256)
         view = ViewCache(reader).get(exp.name, exp.quick, cut)
         margins = {
             (chip, c.metric): c.margin

@@ -30,6 +30,7 @@ class Cutoff(NamedTuple):
     first_from: datetime = datetime.min
     data: tuple[str, ...] | None = None
     fresh: bool = False  # only runs from `first_from` on: a re-measurement's own looks
+    declaration: str | None = None  # only this declaration's runs (sha256): a run's own looks
 
 
 class Pinned(NamedTuple):

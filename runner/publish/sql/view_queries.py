@@ -39,6 +39,7 @@ def judged(sql: str, params: dict) -> tuple[str, dict]:
         "as_of": cut.at,
         "first_from": cut.first_from,
         "fresh": cut.fresh,
+        "declaration": cut.declaration,
         "data": list(cut.data or ()),
     }
 

@@ -12,13 +12,15 @@ from runner.publish.sql.provenance import LATER_RUN_COLUMNS
 # author could have seen, not the newest. Before $as_of, each cell's earliest run started
 # at or after $first_from (the post's: any time; an update section's: its day), else the
 # newest before it (none before it when $fresh); a re-measurement the same day never
-# displaces what was judged.
+# displaces what was judged. With $declaration, that declaration's runs only (measuring
+# until decided judges what it measures, not an edited declaration's earlier rounds).
 PICKED_RUNS = """
 chosen AS (
     SELECT * FROM runs
     WHERE experiment = $experiment AND status = 'complete' AND quick = $quick
       AND ($as_of::TIMESTAMP IS NULL OR started_at < $as_of::TIMESTAMP)
       AND (NOT $fresh OR started_at >= $first_from::TIMESTAMP)
+      AND ($declaration::VARCHAR IS NULL OR declaration_sha256 = $declaration::VARCHAR)
     QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, rate, round
                                ORDER BY started_at >= $first_from::TIMESTAMP DESC,
                                         CASE WHEN started_at >= $first_from::TIMESTAMP
