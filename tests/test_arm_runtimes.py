@@ -63,3 +63,19 @@ def test_a_later_group_starts_the_arm_it_adds_before_its_first_cell(tmp_path):
     # starts before the group at concurrency 2 begins, not between its two cells.
     assert kinds == ["load", "load", "cell", "cell", "load", "cell", "cell"]
     assert progress.events[4] == ("load", "also")
+
+
+def test_restart_every_starts_every_arm_afresh_at_each_block_of_rounds(tmp_path):
+    """`restart_every = 2` over five rounds: each arm on three instances (rounds 0-1, 2-3,
+    4), each started before its block's first group, never between a group's cells."""
+    model = write_random_checkpoint(tmp_path / "model", seed=1)
+    decl = tmp_path / "fresh.toml"
+    decl.write_text(DECLARATION.format(model=model).replace("rounds = 6", "rounds = 5\nrestart_every = 2"))
+    progress = Sequence()
+    summary = run_experiment(load(decl), tmp_path / "runs.duckdb", progress)
+    assert summary.completed == 20
+    kinds = [e[0] for e in progress.events]
+    block = ["load", "load"] + ["cell"] * 8  # two rounds at concurrency 1 and 2, both arms
+    assert kinds == block + block + ["load", "load"] + ["cell"] * 4
+    starts = [i for i, e in enumerate(progress.events) if e[0] == "load"]
+    assert [progress.events[i + 2][3] for i in starts[::2]] == [0, 2, 4]  # the round each block starts

@@ -163,6 +163,12 @@ def test_the_estimate_covers_the_minimums_and_shrinks_with_quick(measured):
     quick = exp.shrunk()
     assert estimate_seconds(quick, plan_cells(quick)) < full
     assert estimate_seconds(exp, cells[:2]) < full
+    timed = sum(cell_seconds(exp, c.concurrency) for c in cells)
+    arms, rounds = len({c.arm for c in cells}), len({c.round for c in cells})
+    per_start = (full - timed) / arms  # one load and warm-up per arm ...
+    assert per_start > 0 and rounds > 1
+    restarted = estimate_seconds(dataclasses.replace(exp, restart_every=1), cells)
+    assert restarted - timed == pytest.approx(arms * rounds * per_start)  # ... or per arm and round
 
 
 def test_aa_measures_an_arm_against_its_identical_copy_under_name_aa(measured, tmp_path):

@@ -98,17 +98,19 @@ mtp = false
 
 
 def test_the_design_keys_round_trip_and_set_the_looks():
-    extra = 'equivalence = "5%"\nmax_rounds = 12\nbudget = "20m"\ncontention_limit = "off"'
+    extra = 'equivalence = "5%"\nmax_rounds = 12\nbudget = "20m"\ncontention_limit = "off"\nrestart_every = 4'
     exp = parse(BASE.format(extra=extra).encode(), source="x.toml", name="x")
-    assert (exp.equivalence, exp.max_rounds, exp.budget_s, exp.contention_limit) == (0.05, 12, 1200, None)
+    design = (exp.equivalence, exp.max_rounds, exp.budget_s, exp.contention_limit, exp.restart_every)
+    assert design == (0.05, 12, 1200, None, 4)
     assert exp.schedule == (3, 6, 12) and exp.looks_text == "3,6,12"
     again = parse(exp.to_toml().encode(), source="y.toml", name="x")
-    assert (again.equivalence, again.max_rounds, again.budget_s, again.contention_limit) == (
-        0.05,
-        12,
-        1200,
-        None,
-    )
+    assert (
+        again.equivalence,
+        again.max_rounds,
+        again.budget_s,
+        again.contention_limit,
+        again.restart_every,
+    ) == design
     fixed = parse(BASE.format(extra="").encode(), source="x.toml", name="x")
     assert (
         fixed.schedule == (3,) and fixed.looks_text is None and fixed.until_decided().schedule == (3, 6, 12)
@@ -123,6 +125,8 @@ def test_the_design_keys_round_trip_and_set_the_looks():
         ("max_rounds = 2", "max_rounds", "at least rounds (3)"),
         ('budget = "soon"', "budget", "duration"),
         ('contention_limit = "high"', "contention_limit", "percentage"),
+        ("restart_every = 0", "restart_every", ">= 1"),
+        ('restart_every = "often"', "restart_every", "integer"),
     ],
 )
 def test_bad_design_keys_name_the_file_key_and_value(extra, key, words):

@@ -2,6 +2,13 @@
 clock, before the first group of cells it is in (a round's arms at one concurrency and
 rate), together with the group's other arms. execute.py runs the cells and stops each
 runtime after its arm's last one; memory.py releases idle ones over the memory budget.
+
+Under `restart_every = N`, every runtime is stopped before the first group of each block
+of N rounds, and each starts again with its next group. What stays with one engine
+instance while it runs (where its arrays landed, what its warm-up timed) made two engines
+of identical work read a few percent apart over a whole run here, and a round's pairing
+cannot cancel it: both of a round's cells run on the same instances. Started afresh, the
+instances vary between blocks, and the interval over rounds covers them.
 """
 
 from __future__ import annotations
@@ -65,6 +72,23 @@ def start_group(
         if n and memory.over(budget) is not None:
             return
         start(exp, arm, runtimes, progress, shelf)
+
+
+def restart_due(exp: Experiment, cells: list[CellRecord], i: int) -> bool:
+    """Whether every runtime starts afresh before cells[i], the first of its group: the
+    first cell of a new block of `restart_every` rounds (never for the invocation's first)."""
+    n = exp.restart_every
+    return bool(n) and i > 0 and cells[i].round // n != cells[i - 1].round // n
+
+
+def stop_all(runtimes: dict, progress: Progress, round_: int) -> None:
+    """Stop every runtime (each starts again before its next group) and hand back memory."""
+    for runtime in runtimes.values():
+        if isinstance(runtime, Runtime):
+            runtime.stop()
+    runtimes.clear()
+    memory.release()
+    progress.note(f"round {round_}: every arm's runtime starts afresh (restart_every)")
 
 
 def group_of(cell: CellRecord) -> tuple:

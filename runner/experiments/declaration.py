@@ -112,6 +112,7 @@ class Experiment:
     max_rounds: int = 0  # the most rounds measuring until decided reaches (0: rounds, fixed)
     budget_s: float | None = None  # how long adding rounds may take (None: no limit)
     contention_limit: float | None = DEFAULT_CONTENTION_LIMIT  # None: no cell is measured again
+    restart_every: int = 0  # every arm's runtime started afresh every this many rounds (0: never)
     design: tuple[int, ...] = ()  # a look's rounds run under the whole design: its looks, fixed
 
     @property

@@ -27,6 +27,7 @@ def write(exp) -> str:
             if exp.contention_limit != DEFAULT_CONTENTION_LIMIT
             else []
         ),
+        *([f"restart_every = {exp.restart_every}"] if exp.restart_every else []),
         f"concurrency = {_toml(list(exp.concurrency))}",
         "",
     ] + _workload_toml(exp.workload)

@@ -10,7 +10,7 @@ progress bar's ETA before the first cell has finished.
   the finish of its slowest entry.
 - A request's time is a rough per-layer cost model of prefill and decode passes, read
   from the checkpoint's config.json; each arm also pays one engine load and warm-up
-  before its first cell.
+  before its first cell (and again every `restart_every` rounds).
 - A planning estimate, meant to be right within a factor of about two, never a
   measurement. This module runs nothing.
 """
@@ -36,6 +36,7 @@ DEFAULT_LAYERS = 4  # when config.json cannot be read
 class _Cell(Protocol):
     arm: str
     concurrency: int
+    round: int
 
 
 def _layers(exp: Experiment) -> int:
@@ -98,9 +99,10 @@ def cell_seconds(exp: Experiment, concurrency: int, layers: int | None = None) -
 
 def estimate_seconds(exp: Experiment, cells: Iterable[_Cell]) -> float:
     """Rough wall time of running `cells` (e.g. cell_plan.plan_cells(exp)): every cell's
-    timed duration plus one engine load and warm-up per arm that has a cell."""
+    timed duration plus one engine load and warm-up per arm that has a cell (per arm and
+    block of `restart_every` rounds under that key)."""
     cells = list(cells)
     layers = _layers(exp)
     timed = sum(cell_seconds(exp, c.concurrency, layers) for c in cells)
-    arms = {c.arm for c in cells}
-    return timed + len(arms) * (LOAD_SECONDS + layers * WARMUP_SECONDS_PER_LAYER)
+    starts = {(c.arm, c.round // exp.restart_every if exp.restart_every else 0) for c in cells}
+    return timed + len(starts) * (LOAD_SECONDS + layers * WARMUP_SECONDS_PER_LAYER)

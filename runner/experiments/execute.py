@@ -15,7 +15,8 @@
   runner starts, or any OpenAI-compatible server), started and warmed up outside any cell's
   clock before the first group of cells (a round's arms at one concurrency and rate) it is
   in, together with the group's other arms, so that a group's cells run back to back; it
-  is stopped after its last cell or when the run ends however it ends.
+  is stopped after its last cell or when the run ends however it ends, and, under
+  `restart_every`, before each block of that many rounds (arm_runtimes.py says why).
 - Rows are buffered in memory during a cell and written between cells, so logging does
   not perturb the timing; given `cell_folders`, each finished cell also goes to a
   measurement folder at once (a killed run loses no finished cell). Per-token times ride
@@ -134,6 +135,8 @@ def run_experiment(
                     if deadline is not None and time.monotonic() >= deadline:
                         summary.stopped_by_budget = True
                         break
+                    if arm_runtimes.restart_due(exp, todo, k - 1):
+                        arm_runtimes.stop_all(runtimes, progress, cell.round)
                     arm_runtimes.start_group(exp, todo, k - 1, runtimes, budget, progress, shelf)
                 if cell.arm not in runtimes:  # released over the memory budget since
                     arm_runtimes.start(exp, cell.arm, runtimes, progress, shelf)

@@ -14,8 +14,8 @@
 - A resident-memory budget (BOTHROWS_RUN_MEMORY_MB; default half the machine's memory):
   when the runner's resident memory after a cell exceeds it, the engines of the arms other
   than the next cell's are released; each starts again, warmed up outside any clock, before
-  its next cell. Slower, never wrong: a cell's figures do not depend on how often its
-  engine was started.
+  its next cell. Slower, and the arm then runs on a new engine instance, as
+  `restart_every` does on purpose (arm_runtimes.py).
 This module reads and frees memory; execute.py decides when.
 """
 

@@ -2,8 +2,10 @@
 which a change is "level", a percentage such as "10%"), `max_rounds` (the most rounds a
 run adds, at least `rounds`) and `budget` (how long the run may measure before it adds no
 more rounds, counted from its start; the declared rounds always finish; "20m",
-"90s", "1h30m"), and `contention_limit` (the CPU share other processes or the hypervisor
-may take from a cell before it is measured again, "15%" by default, "off" for none).
+"90s", "1h30m"), `contention_limit` (the CPU share other processes or the hypervisor
+may take from a cell before it is measured again, "15%" by default, "off" for none), and
+`restart_every` (every arm's runtime started afresh every that many rounds; by default
+once an invocation).
 They return problems, never raise, and know no file names.
 """
 
@@ -13,7 +15,7 @@ import re
 
 from runner.publish.stats.verdicts import DEFAULT_BAND, parse_band
 
-SEQUENTIAL_KEYS = ("equivalence", "max_rounds", "budget", "contention_limit")
+SEQUENTIAL_KEYS = ("equivalence", "max_rounds", "budget", "contention_limit", "restart_every")
 DEFAULT_CONTENTION_LIMIT = 0.15
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
 
@@ -31,13 +33,15 @@ def parse_duration(text: object) -> float | None:
 
 
 def check_sequential(c, doc: dict, rounds: int | None) -> dict:
-    """equivalence (a fraction), max_rounds (0: the declared rounds, a fixed design) and
-    budget_s (None: no limit) from the top-level keys; problems go to the checker `c`."""
+    """equivalence (a fraction), max_rounds (0: the declared rounds, a fixed design),
+    budget_s (None: no limit), contention_limit and restart_every (0: never) from the
+    top-level keys; problems go to the checker `c`."""
     out = {
         "equivalence": DEFAULT_BAND,
         "max_rounds": 0,
         "budget_s": None,
         "contention_limit": DEFAULT_CONTENTION_LIMIT,
+        "restart_every": c.value(doc, "restart_every", "", "int", default=0, minimum=1),
     }
     if "contention_limit" in doc:
         raw = doc["contention_limit"]
