@@ -143,7 +143,7 @@ class PostValues:
             f"{metric} of {arm} vs {base}{_of(requests)} at concurrency {concurrency}{_at(rate)} on "
             f"{self.data.label_of(chip_id, chip, cutoff)}"
         )
-        ok = self.data.metric_ok(metric) and self.data.arm_ok(arm) and self.data.arm_ok(base) and rate_ok
+        ok = self.data.metric_ok(metric) and self.data.compared_ok(arm) and self.data.arm_ok(base) and rate_ok
         if not ok or chip_id is None:
             return self.measured(None, None, None, 0, kind, what, metric, set())
         c = int(concurrency)

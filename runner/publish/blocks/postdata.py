@@ -74,7 +74,7 @@ class PostData:
         self.band = band  # δ: a change within ±δ is level (the declaration's `equivalence`)
         self.aa_pair = aa.aa_pair(self.reader, experiment, quick)  # (arm, copy): the provenance's
         base, copy = self.aa_pair or (None, None)
-        copy = copy if copy == f"{base}{aa.COPY_SUFFIX}" else None
+        copy = self.aa_copy = copy if copy == f"{base}{aa.COPY_SUFFIX}" else None
         # An `-aa` copy is no arm of the post: its cells feed the provenance's coverage line
         # only, so a chip measured before `aa = true` has no gap for it. Two declared arms
         # that happen to be identical stay arms.
@@ -159,6 +159,11 @@ class PostData:
             )
             return False
         return True
+
+    def compared_ok(self, arm: object) -> bool:
+        """An arm a comparison may read: a post's arm, or its `-aa` copy (how far two engines
+        of identical work read apart, against its original), which is no arm of the tables."""
+        return (arm is not None and arm == self.aa_copy) or self.arm_ok(arm)
 
     def homeless(self, chip: str | None) -> bool:
         """A value with no chip because the post has no home: that problem is reported
