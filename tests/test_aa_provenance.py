@@ -115,12 +115,15 @@ def test_a_chip_measured_before_aa_was_turned_on_has_no_gap_for_the_copy(tmp_pat
 
 def test_a_post_may_compare_the_copy_with_its_original_but_not_table_it(tmp_path):
     body = '# T\n\n{{ claim("level", ratio("decode_tps", arm="a-aa", base="a", concurrency=1)) }}\n'
-    post, html = _post(tmp_path, 1.0, body=body)
+    same, apart, table_dir = (tmp_path / n for n in ("same", "apart", "table"))  # a database each
+    for d in (same, apart, table_dir):
+        d.mkdir()
+    post, _ = _post(same, 1.0, body=body)
     (v,) = post.verdicts
     assert v.ok and "decode_tps of a-aa vs a" in v.measured.what, v  # the copy reads level with its original
-    post, _ = _post(tmp_path, 1.15, body=body)
+    post, _ = _post(apart, 1.15, body=body)
     (v,) = post.verdicts
     assert not v.ok  # 15% apart is no level
     table = '# T\n\n{{ headline_table(arm="a-aa", base="a", metrics=["decode_tps"]) }}\n'
-    post, _ = _post(tmp_path, 1.0, body=table)
+    post, _ = _post(table_dir, 1.0, body=table)
     assert any("unknown arm 'a-aa'" in f.message for f in post.failures), post.failures
