@@ -28,12 +28,18 @@ class Sequence(Progress):
         self.events.append(("cell", cell.arm, cell.concurrency, cell.round))
 
 
-def test_every_arm_of_a_group_is_up_before_its_first_cell(tmp_path):
+def _run(tmp_path, design: str, extra: str = "", keep=None):
+    """The shared declaration on a random checkpoint, its `rounds = 6` line replaced by
+    `design` and `extra` appended, run into a fresh database: (summary, progress)."""
     model = write_random_checkpoint(tmp_path / "model", seed=1)
-    decl = tmp_path / "two.toml"
-    decl.write_text(DECLARATION.format(model=model).replace("rounds = 6", "rounds = 2"))
+    decl = tmp_path / "arms.toml"
+    decl.write_text(DECLARATION.format(model=model).replace("rounds = 6", design) + extra)
     progress = Sequence()
-    summary = run_experiment(load(decl), tmp_path / "runs.duckdb", progress)
+    return run_experiment(load(decl), tmp_path / "runs.duckdb", progress, keep=keep), progress
+
+
+def test_every_arm_of_a_group_is_up_before_its_first_cell(tmp_path):
+    summary, progress = _run(tmp_path, "rounds = 2")
     assert summary.completed == 8
     loads = [e[1] for e in progress.events if e[0] == "load"]
     assert sorted(loads) == ["off", "on"]  # each once: an engine lives until its arm's last cell
@@ -46,16 +52,12 @@ def test_every_arm_of_a_group_is_up_before_its_first_cell(tmp_path):
 def test_a_later_group_starts_the_arm_it_adds_before_its_first_cell(tmp_path):
     """A group whose arms were not all in the first one (a look measuring more arms, or an
     arm restarted) starts them before its first cell, not between its cells."""
-    model = write_random_checkpoint(tmp_path / "model", seed=1)
-    decl = tmp_path / "three.toml"
-    decl.write_text(
-        DECLARATION.format(model=model).replace("rounds = 6", "rounds = 1")
-        + "\n[arms.also]\nmtp = true\ndraft_tokens = 2\n"
-    )
-    progress = Sequence()
     only = {("off", 1), ("on", 1), ("off", 2), ("also", 2)}
-    summary = run_experiment(
-        load(decl), tmp_path / "runs.duckdb", progress, keep=lambda c: (c.arm, c.concurrency) in only
+    summary, progress = _run(
+        tmp_path,
+        "rounds = 1",
+        "\n[arms.also]\nmtp = true\ndraft_tokens = 2\n",
+        keep=lambda c: (c.arm, c.concurrency) in only,
     )
     assert summary.completed == 4
     kinds = [e[0] for e in progress.events]
@@ -68,11 +70,7 @@ def test_a_later_group_starts_the_arm_it_adds_before_its_first_cell(tmp_path):
 def test_restart_every_starts_every_arm_afresh_at_each_block_of_rounds(tmp_path):
     """`restart_every = 2` over five rounds: each arm on three instances (rounds 0-1, 2-3,
     4), each started before its block's first group, never between a group's cells."""
-    model = write_random_checkpoint(tmp_path / "model", seed=1)
-    decl = tmp_path / "fresh.toml"
-    decl.write_text(DECLARATION.format(model=model).replace("rounds = 6", "rounds = 5\nrestart_every = 2"))
-    progress = Sequence()
-    summary = run_experiment(load(decl), tmp_path / "runs.duckdb", progress)
+    summary, progress = _run(tmp_path, "rounds = 5\nrestart_every = 2")
     assert summary.completed == 20
     kinds = [e[0] for e in progress.events]
     block = ["load", "load"] + ["cell"] * 8  # two rounds at concurrency 1 and 2, both arms
