@@ -167,10 +167,15 @@ def build_fixture(
     request_noise: float = 0.0,
     code_version: str = "abc1234",
     knobs: dict[str, dict] | None = None,
+    add: bool = False,
 ) -> Fixture:
     """Write every (chip, arm, concurrency, round) cell; `skip` leaves (chip name, arm,
     concurrency) cells out entirely, `fail` records them as failed runs; `knobs`: arm ->
-    its knobs (default: each arm's own draft policy, so no two arms are identical)."""
+    its knobs (default: each arm's own draft policy, so no two arms are identical).
+    `add`: write into an existing database (else one there is an error: a second fixture's
+    runs, started at the same times, would tie with the first's as each cell's newest)."""
+    if Path(path).exists() and not add:
+        raise FileExistsError(f"{path}: a database is there already; build_fixture(add=True) adds to it")
     rng = random.Random(seed)
     fx = Fixture(Path(path), experiment)
     with Store.open(path) as st:

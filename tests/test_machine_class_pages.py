@@ -33,7 +33,7 @@ Solo, MTP is {{ claim("+25%", gain("decode_tps", arm="on", concurrency=1)) }} on
 def two_instances(tmp_path_factory):
     db = tmp_path_factory.mktemp("instances") / "runs.duckdb"
     build_fixture(db, chips=(SLOW,), day=datetime(2026, 11, 19), passes_per_run=6, rounds=3)
-    build_fixture(db, chips=(FAST,), day=datetime(2026, 11, 20), passes_per_run=6, rounds=3, seed=2)
+    build_fixture(db, chips=(FAST,), day=datetime(2026, 11, 20), passes_per_run=6, rounds=3, seed=2, add=True)
     return db
 
 

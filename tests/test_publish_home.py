@@ -40,7 +40,7 @@ def travelled(tmp_path_factory):
     concurrency-2 cell of 'on') and M1 re-measured by another code version."""
     db = tmp_path_factory.mktemp("home") / "runs.duckdb"
     build_fixture(db, chips=(M1,), day=datetime(2026, 11, 19), passes_per_run=8)
-    build_fixture(db, chips=(M3,), day=datetime(2026, 11, 25), passes_per_run=8, seed=3)
+    build_fixture(db, chips=(M3,), day=datetime(2026, 11, 25), passes_per_run=8, seed=3, add=True)
     build_fixture(
         db,
         chips=(SAME_A,),
@@ -49,9 +49,16 @@ def travelled(tmp_path_factory):
         seed=4,
         skip={("Same EPYC", "on", 2)},
         code_version="ccc0000",
+        add=True,
     )
     build_fixture(
-        db, chips=(SAME_B,), day=datetime(2026, 11, 26), passes_per_run=8, seed=5, code_version="ccc0000"
+        db,
+        chips=(SAME_B,),
+        day=datetime(2026, 11, 26),
+        passes_per_run=8,
+        seed=5,
+        code_version="ccc0000",
+        add=True,
     )
     for c in (1, 2):
         remeasure(db, M1, "on", c, speedup=1.2, day=datetime(2026, 12, 3))
@@ -176,7 +183,13 @@ def test_a_post_draws_on_several_experiments(tmp_path):
     db = tmp_path / "two.duckdb"
     build_fixture(db, experiment="exp-a", chips=(M1,), passes_per_run=6)
     build_fixture(
-        db, experiment="exp-b", chips=(M1,), arms=("x", "y"), factors={"x": 1.0, "y": 2.0}, passes_per_run=6
+        db,
+        experiment="exp-b",
+        chips=(M1,),
+        arms=("x", "y"),
+        factors={"x": 1.0, "y": 2.0},
+        passes_per_run=6,
+        add=True,
     )
     post = (
         "---\ndate: 2026-11-20\nexperiments: [exp-a, exp-b]\n---\n# Two\n\n"

@@ -116,6 +116,7 @@ def test_the_aa_check_counts_cells_whose_interval_includes_no_change(tmp_path, c
             request_noise=0.2,
             seed=k,
             day=day,
+            add=True,
         )
     with Reader(db) as r:
         lines, share = report(r, "x-aa")

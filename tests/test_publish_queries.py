@@ -71,7 +71,7 @@ def test_failed_runs_are_left_out_and_quick_runs_are_preferred_only_when_alone(t
         assert ("on", 2) not in cells and ("off", 2) in cells
         assert ("on", 2) in {(a, k) for _, a, k in r.layout(EXPERIMENT, True)}  # still a planned cell
         assert r.quick_choice("no-such-experiment") is None
-    build_fixture(db, chips=DEFAULT_CHIPS[:1], concurrencies=(1,), quick=False, passes_per_run=5)
+    build_fixture(db, chips=DEFAULT_CHIPS[:1], concurrencies=(1,), quick=False, passes_per_run=5, add=True)
     with Reader(db) as r:
         assert r.quick_choice(EXPERIMENT) is False
 

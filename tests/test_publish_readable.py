@@ -28,6 +28,7 @@ def _two_experiments(db):
         arms=("on", "x"),
         factors={"on": 1.0, "x": 2.0},
         passes_per_run=6,
+        add=True,
     )
 
 

@@ -84,7 +84,7 @@ def test_the_newest_notes_shown_are_the_newest_runs_of_every_experiment_the_post
     db = tmp_path / "v.duckdb"
     m1 = DEFAULT_CHIPS[0]
     for exp in ("exp-a", "exp-b"):
-        build_fixture(db, experiment=exp, chips=(m1,), passes_per_run=10)
+        build_fixture(db, experiment=exp, chips=(m1,), passes_per_run=10, add=True)
     for n, (exp, hour) in enumerate(
         [("exp-a", 8), ("exp-b", 9), ("exp-a", 12), ("exp-b", 13), ("exp-a", 18), ("exp-b", 19)]
     ):
