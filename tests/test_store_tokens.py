@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from test_store import CHIP, add_run, request_rows, token_times
+from store_rows import CHIP, add_run, request_rows, token_times
 
 from runner.experiments.cell import CellRows
 from runner.runtimes import Finished
