@@ -12,6 +12,7 @@ VERBS = {
     "run": ("runner.experiments.commands", "run a declared experiment into DuckDB"),
     "export": ("runner.experiments.exchange_commands", "export an experiment's rows to Parquet"),
     "import": ("runner.experiments.exchange_commands", "merge exported rows from another machine"),
+    "fold": ("runner.experiments.fold_commands", "fold a cut-off run's cell folders into one"),
     "build": ("runner.publish.site.commands", "build the site (mkdocs build --strict)"),
     "audit": ("runner.publish.site.commands", "print every claim with its recomputed value"),
     "pin": ("runner.publish.site.pin", "pin a post's judged data to the measurement folders it reads"),

@@ -32,6 +32,15 @@ AA_HELP = (
 )
 
 
+def _note_cut_off(experiment: str, root: Path, progress) -> None:
+    """Say where an earlier run of the experiment was cut off and left a folder a cell."""
+    from runner.store.fold import cell_groups
+
+    for g in cell_groups(root, experiment)[0]:
+        fold = f"`runner fold {experiment}` folds them into one"
+        progress.note(f"{g.describe()} from a run that was cut off: {fold}")
+
+
 def _err(*lines: str) -> None:
     for line in lines:
         print(line, file=sys.stderr)
@@ -163,6 +172,7 @@ def main_run(args: argparse.Namespace) -> int:
         loaded = measurements.sync_database(args.db)
         if loaded is not None and loaded.rebuilt:
             progress.note(loaded.describe())
+        _note_cut_off(exp.name, measurements.folder_of(args.db), progress)
         if args.plan:
             from runner.experiments.plan import plan
 
