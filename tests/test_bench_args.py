@@ -128,3 +128,20 @@ def test_the_exp_bench_times_every_pass_shape_both_ways(capsys):
     }
     for mlx_ms, fused_ms, median, p10, p90 in rows.values():
         assert float(mlx_ms) > 0 and float(fused_ms) > 0 and float(p10) <= float(median) <= float(p90)
+
+
+def test_the_mtp_bench_reads_a_batch_by_its_last_row_and_one_sequence_as_itself():
+    """A real (tiny) engine drafting k = 4: a batch's rate is its tokens over its decode
+    span, which its last row ends; the mean of the rows' own rates counts a row that
+    finished early at its own pace. A batch of one reads as that row's own rate."""
+    from runner.bench.mtp_ab import ARMS, decode_span, measure
+    from runner.engine.engine import Engine
+
+    engine = Engine.from_pretrained("tiny", max_batch_size=2, prefill_chunk=64, **ARMS["block-4"])
+    prompts = [[5, 9, 13, 17, 21, 25, 29, 33], [40, 3, 77, 12, 8, 61, 2, 19]]
+    alone = measure(engine, [prompts[:1]], 12)
+    assert alone["batch"] == alone["decode"]
+    _, _, requests = engine.collect(prompts, 12)
+    last = max(requests, key=lambda r: r.done_ns)
+    assert decode_span(requests) == last.done_ns - min(r.first_token_ns for r in requests)
+    assert all(decode_span(requests) >= r.done_ns - r.first_token_ns > 0 for r in requests)

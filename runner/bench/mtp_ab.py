@@ -91,14 +91,21 @@ def prompt_pool(engine: Engine, source: str, n: int, length: int) -> tuple[list[
     return [x for _, x in chosen], f"{where}, {sample}"
 
 
+def decode_span(requests: list) -> int:
+    """A batch's decode, in ns: from its first request's first token to its last one's end."""
+    return max(r.done_ns for r in requests) - min(r.first_token_ns for r in requests)
+
+
 def measure(engine: Engine, batches: list[list[list[int]]], new_tokens: int) -> dict:
     """One round of an arm at one width: its batches one after another, figures over all."""
     passes, reqs, outputs = [], [], []
+    span_ns = 0  # the batches' decode spans
     for batch in batches:
         outs, p, r = engine.collect(batch, new_tokens)
         passes.extend(p)
         reqs.extend(r)
         outputs.extend(outs)
+        span_ns += decode_span(r)
     per_seq = [(r.output_tokens - 1) / ((r.done_ns - r.first_token_ns) / 1e9) for r in reqs]
     drafted = sum(p.drafted for p in passes)
     n = 1 + MAX_DRAFT_TOKENS + MAX_TREE_LEAVES  # the most drafts a row feeds, and none
@@ -120,6 +127,9 @@ def measure(engine: Engine, batches: list[list[list[int]]], new_tokens: int) -> 
         kept=kept,
         lengths=lengths,
         decode=statistics.mean(per_seq),
+        # the batches' decode rate: a row that finishes early raises per_seq's mean, while
+        # the batch waits for its last row (drafting at a width above one sets rows apart)
+        batch=sum(r.output_tokens - 1 for r in reqs) / (span_ns / 1e9),
         drafted_passes=sum(p.drafted > 0 for p in passes),
         passes=len(passes),
         acceptance=(sum(p.accepted for p in passes) / drafted) if drafted else 0.0,
@@ -221,7 +231,8 @@ def run(
         + ", ".join(f"{a} {knobs[a].get('draft_tokens', 0)}" for a in arms)
     )
     print(
-        f"{'arm':<14} {'seqs':>4} {'decode tok/s/seq':>24} {'vs off':>20} {'drafted passes':>15} "
+        f"{'arm':<14} {'seqs':>4} {'decode tok/s/seq':>24} {'vs off':>20} {'batch vs off':>20} "
+        f"{'drafted passes':>15} "
         f"{'acceptance':>11} {'tokens/row-pass':>15} {'ms/pass':>8} {'by position':>19} "
         f"{'state MB/seq':>12} {'= off':>5}  k carried"
     )
@@ -230,6 +241,8 @@ def run(
             ms = results[(a, w)]
             dec = [m["decode"] for m in ms]
             base = [m["decode"] for m in results[("off", w)]] if "off" in arms else dec
+            batch = [m["batch"] for m in ms]
+            batch_base = [m["batch"] for m in results[("off", w)]] if "off" in arms else batch
             drafted_passes = statistics.mean(m["drafted_passes"] for m in ms)
             taus = [m["tau"] for m in ms if m["tau"]]  # runs that drafted at all
             passes = statistics.mean(m["passes"] for m in ms)
@@ -240,6 +253,7 @@ def run(
             same_text = "yes" if same == len(ms) else f"NO {same}/{len(ms)}"
             print(
                 f"{a:<14} {w:>4} {spread(dec):>24} {ratio_spread(dec, base):>20} "
+                f"{ratio_spread(batch, batch_base):>20} "
                 f"{drafted_passes:>7.1f}/{passes:<7.1f}"
                 f"{statistics.mean(m['acceptance'] for m in ms):>11.1%} "
                 f"{statistics.mean(taus) if taus else 0.0:>15.2f} "
