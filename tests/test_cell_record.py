@@ -104,6 +104,14 @@ def test_sigkill_after_k_cells_leaves_exactly_k_in_the_folders_and_resume_adds_t
     assert len(first) == KILL_AFTER
     assert sweep_unfinished(root) == [torn.name] and not torn.exists()
 
+    # `runner fold` makes the cut-off run's cell folders one folder of the same runs
+    assert cli(["fold", "killed", "--db", str(db), "--posts", str(tmp_path)]) == 0
+    (folded,) = measurements.measurement_folders(root)
+    assert pq.read_metadata(folded / "runs.parquet").num_rows == KILL_AFTER
+    refolded = tmp_path / "clone3" / "runs.duckdb"
+    measurements.sync_database(refolded, root)
+    assert cells_of(refolded) == first
+
     assert cli(["run", str(decl), "--db", str(db), "--no-openblas"]) == 0  # resume
     every = cells_of(db)
     assert len(every) == len(set(every)) == 4 and set(first) <= set(every)
@@ -125,7 +133,7 @@ def test_sigkill_after_k_cells_leaves_exactly_k_in_the_folders_and_resume_adds_t
         for r in measurements.read_folder(f)["runs"].to_pylist()
     ]
     assert len(runs) == 4  # the resumed run's cell folders were folded into its one folder
-    assert len(measurements.measurement_folders(root)) == KILL_AFTER + 1
+    assert len(measurements.measurement_folders(root)) == 2
 
 
 def test_a_run_the_database_holds_and_no_folder_does_is_rescued_on_the_next_load(tmp_path):
