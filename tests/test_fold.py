@@ -23,8 +23,9 @@ def run_ids(folder: Path) -> list[str]:
 
 def cut_off_record(tmp_path: Path) -> tuple[Path, dict[str, list[Path]]]:
     """A record as a cut-off run leaves it: four one-cell folders of `exp`, one of them
-    pinned by a post; one of `exp` at another code version; one of `other`; and a finished
-    run's folder of two cells. Returns the database and the folders by kind."""
+    pinned by a post; one of `exp` at another code version; one of `other`; a finished
+    run's folder of two cells, and a cell folder of one of them left beside it. Returns
+    the database and the folders by kind."""
     db = tmp_path / "data" / "runs.duckdb"
     root = measurements.folder_of(db)
     root.mkdir(parents=True)
@@ -38,6 +39,8 @@ def cut_off_record(tmp_path: Path) -> tuple[Path, dict[str, list[Path]]]:
         kinds["other"].append(write_measurement(st, [add_run(st, experiment="other")], root))
         whole = [add_run(st, round=r, arm="b") for r in range(2)]
         kinds["whole"].append(write_measurement(st, whole, root))
+        # a cell folder of a run the whole run's folder holds too (a kill caught its removal)
+        kinds["leftover"] = [write_measurement(st, whole[:1], root)]
     posts = tmp_path / "posts"
     posts.mkdir()
     (posts / "post.md").write_text(f"---\nexperiment: exp\ndata:\n  - {kinds['cells'][0].name}\n---\nText.\n")
@@ -53,7 +56,9 @@ def test_fold_writes_one_folder_of_the_cells_and_a_fresh_load_reads_the_same_run
     cell_runs = sorted(r for f in kinds["cells"][1:] for r in run_ids(f))
 
     assert cli(["fold", "exp", "--db", str(db), "--posts", str(posts), "--dry-run"]) == 0
-    assert "would fold 3 cell folders of exp" in capsys.readouterr().out
+    dry = capsys.readouterr().out
+    assert "would fold 3 cell folders of exp" in dry
+    assert f"would remove {kinds['leftover'][0].name}: its run is already in {kinds['whole'][0].name}" in dry
     assert measurements.measurement_folders(root) == before  # a dry run changes nothing
 
     assert cli(["fold", "exp", "--db", str(db), "--posts", str(posts)]) == 0
@@ -61,11 +66,12 @@ def test_fold_writes_one_folder_of_the_cells_and_a_fresh_load_reads_the_same_run
     assert f"kept {kinds['cells'][0].name}" in out and "folded 3 cell folders of exp" in out
     after = measurements.measurement_folders(root)
     new = [f for f in after if f not in before]
-    assert len(new) == 1 and len(after) == len(before) - 3 + 1
+    assert len(new) == 1 and len(after) == len(before) - 3 + 1 - 1
+    assert f"removed {kinds['leftover'][0].name}" in out and not kinds["leftover"][0].exists()
     assert run_ids(new[0]) == cell_runs
     for kept in (kinds["cells"][0], *kinds["old_code"], *kinds["other"], *kinds["whole"]):
         assert kept.is_dir()  # pinned, another code version, another experiment, a whole run
-    for gone in kinds["cells"][1:]:
+    for gone in kinds["cells"][1:]:  # the cells folded
         assert not gone.exists()
 
     # The same rows load from the folders as before, each run once.

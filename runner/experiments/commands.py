@@ -36,7 +36,7 @@ def _note_cut_off(experiment: str, root: Path, progress) -> None:
     """Say where an earlier run of the experiment was cut off and left a folder a cell."""
     from runner.store.fold import cell_groups
 
-    for g in cell_groups(root, experiment)[0]:
+    for g in cell_groups(root, experiment):
         fold = f"`runner fold {experiment}` folds them into one"
         progress.note(f"{g.describe()} from a run that was cut off: {fold}")
 

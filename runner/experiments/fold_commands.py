@@ -39,7 +39,8 @@ def pinned_names(posts: Path, candidates: list[str]) -> frozenset[str]:
 
 def main_fold(args: argparse.Namespace) -> int:
     from runner.store import measurements
-    from runner.store.fold import cell_groups, experiments_in, fold_group
+    from runner.store.cell_folders import remove_folder
+    from runner.store.fold import experiments_in, fold_group, plan_fold
     from runner.store.store import Store, StoreError
 
     root = measurements.folder_of(args.db)
@@ -53,23 +54,28 @@ def main_fold(args: argparse.Namespace) -> int:
         if args.experiment is not None and args.experiment not in experiments_in(root):
             _err(f"error: no measurement folder under {root} holds experiment {args.experiment!r}")
             return 2
-        every, _ = cell_groups(root, args.experiment)
-        keep = pinned_names(args.posts, [f.name for g in every for f in g.folders])
-        groups, pinned = cell_groups(root, args.experiment, keep)
-        for name in pinned:
+        every = plan_fold(root, args.experiment)
+        one_run = [f.name for g in every.groups for f in g.folders] + [f.name for f, _ in every.leftovers]
+        plan = plan_fold(root, args.experiment, pinned_names(args.posts, one_run))
+        for name in plan.pinned:
             print(f"kept {name}: a post under {args.posts} names it")
-        if not groups:
+        if not plan.groups and not plan.leftovers:
             scope = f"of {args.experiment} " if args.experiment else ""
             alike = "an experiment, chip, code version and declaration"
             print(f"nothing to fold: no two one-cell folders {scope}share {alike}")
             return 0
         if args.dry_run:
-            for g in groups:
+            for folder, holder in plan.leftovers:
+                print(f"would remove {folder.name}: its run is already in {holder}")
+            for g in plan.groups:
                 print(f"would fold {g.describe()}: {g.folders[0].name} .. {g.folders[-1].name}")
             return 0
         measurements.sync_database(args.db)  # the database must hold every folder's runs
-        with Store.open(args.db) as st:
-            for g in groups:
+        with Store.open(args.db) as st:  # held throughout: no run writes cell folders meanwhile
+            for folder, holder in plan.leftovers:
+                remove_folder(folder)
+                print(f"removed {folder.name}: its run is already in {holder}")
+            for g in plan.groups:
                 folded = fold_group(st, root, g)
                 print(f"folded {g.describe()} into {folded.name} ({len(g.run_ids)} runs)")
     except StoreError as e:

@@ -9,6 +9,8 @@
   becomes one folder, written as a run's end writes it (measurements.write_measurement),
   checked to hold the group's runs before any cell folder is removed. Folders a post pins
   by name (`keep`) stay as they are: a pin must keep naming a folder that exists.
+- A one-run folder whose run another folder of several also holds (a kill between a run's
+  folder and the removal of its cell folders) is a leftover: removed, nothing written.
 - The database must hold the runs (the caller syncs it from the folders first); folding
   changes which folders hold them, never the runs, so the next load reads the same rows.
 """
@@ -53,40 +55,49 @@ def _runs(folder: Path, columns: list[str]) -> list[dict]:
         raise StoreError(f"{path}: not a readable Parquet file ({e})") from None
 
 
-def _one_run(folder: Path) -> dict | None:
-    """The folder's run (its grouping keys and id) when it holds exactly one."""
-    runs = _runs(folder, ["run_id", *KEYS])
-    return runs[0] if len(runs) == 1 else None
-
-
 def experiments_in(root: Path) -> set[str]:
     """The experiments the measurement folders under root hold."""
     folders = measurement_folders(root) if root.is_dir() else []
     return {r["experiment"] for folder in folders for r in _runs(folder, ["experiment"])}
 
 
-def cell_groups(
-    root: Path, experiment: str | None = None, keep: frozenset[str] = frozenset()
-) -> tuple[list[CellGroup], list[str]]:
-    """The groups of one-run folders under root that would fold (two or more folders;
-    only `experiment`'s when given), and the one-run folders left alone because `keep`
-    names them."""
+@dataclass(frozen=True)
+class FoldPlan:
+    groups: list[CellGroup]  # one-run folders that fold, two or more a group
+    pinned: list[str]  # one-run folders a post names: left as they are
+    leftovers: list[tuple[Path, str]]  # (one-run folder, the folder that also holds its run):
+    # a kill between a run's folder and the removal of its cell folders leaves these
+
+
+def plan_fold(root: Path, experiment: str | None = None, keep: frozenset[str] = frozenset()) -> FoldPlan:
+    """What `runner fold` would do under root (only `experiment`'s folders when given);
+    `keep`: folder names a post pins."""
+    folders = measurement_folders(root) if root.is_dir() else []
+    runs = {folder: _runs(folder, ["run_id", *KEYS]) for folder in folders}
+    held_by = {r["run_id"]: f for f, rs in runs.items() if len(rs) > 1 for r in rs}
     groups: dict[tuple, list[tuple[Path, str]]] = {}
-    pinned = []
-    for folder in measurement_folders(root) if root.is_dir() else []:
-        run = _one_run(folder)
-        if run is None or (experiment is not None and run["experiment"] != experiment):
+    pinned, leftovers = [], []
+    for folder, rs in runs.items():
+        if len(rs) != 1 or (experiment is not None and rs[0]["experiment"] != experiment):
             continue
+        run = rs[0]
         if folder.name in keep:
             pinned.append(folder.name)
-            continue
-        groups.setdefault(tuple(run[k] for k in KEYS), []).append((folder, run["run_id"]))
+        elif run["run_id"] in held_by:
+            leftovers.append((folder, held_by[run["run_id"]].name))
+        else:
+            groups.setdefault(tuple(run[k] for k in KEYS), []).append((folder, run["run_id"]))
     out = [
         CellGroup(key[0], key[1], key[2], tuple(f for f, _ in members), tuple(r for _, r in members))
         for key, members in sorted(groups.items())
         if len(members) > 1
     ]
-    return out, pinned
+    return FoldPlan(out, pinned, leftovers)
+
+
+def cell_groups(root: Path, experiment: str | None = None) -> list[CellGroup]:
+    """The groups of one-run folders under root that would fold, ignoring pins."""
+    return plan_fold(root, experiment).groups
 
 
 def fold_group(st: Store, root: Path, group: CellGroup) -> Path:
