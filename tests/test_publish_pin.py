@@ -4,6 +4,7 @@ data was measured on chip X on D and then re-measured on X on D with other value
 import re
 import shutil
 from datetime import datetime
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -166,3 +167,10 @@ def test_another_chip_measured_on_the_posts_own_day_is_a_note(tmp_path):
         re.sub(r"<[^>]+>", "", x) for x in re.findall(r'<p class="bothrows-update[^"]*"[^>]*>(.*?)</p>', html)
     ]
     assert [x for x in lines if "Fixture Y" in x and "(automatic)" in x], lines
+
+
+def test_a_post_that_cannot_be_read_is_one_line_and_exit_2(tmp_path, capsys):
+    config = Path(__file__).resolve().parents[1] / "mkdocs.yml"
+    for post, why in ((tmp_path / "missing.md", "No such file or directory"), (tmp_path, "Is a directory")):
+        assert main_pin(SimpleNamespace(post=post, config_file=str(config), database=None)) == 2
+        assert capsys.readouterr().err.strip() == f"runner pin: {post}: cannot read the post ({why})"

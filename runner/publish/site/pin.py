@@ -68,7 +68,11 @@ def main_pin(args) -> int:
         return 2
     docs, db = Path(cfg.docs_dir), _database(cfg, args)
     path = args.post
-    source = path.read_text(encoding="utf-8")
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"runner pin: {path}: cannot read the post ({getattr(e, 'strerror', None) or e})", file=sys.stderr)
+        return 2
     body, meta = get_data(source)
     if not _FRONT.match(source) or not is_data_post(meta):
         print(
