@@ -304,13 +304,17 @@ def test_a_vetoed_length_is_not_explored_again_until_its_rate_lapses():
 
 
 def test_rows_in_step_run_without_drafts_beside_each_other_and_say_why():
-    """Four requests asking for as many tokens, drafting cheap at every width (seeded): as
-    a server takes them (prompts may follow), no pass of two rows or more carries drafts
-    while they stay in step; inside generate(), which holds its whole workload, they draft."""
+    """Four requests asking for as many tokens, drafting cheap at every width (seeded): no
+    pass of two rows or more carries drafts while they stay in step, whether a server
+    takes them (prompts may follow) or generate() holds them as one batch (which waits for
+    its last row); asking for different lengths, they draft beside each other."""
     prompts = four_prompts()
     outs, passes = run_apart(seeded_block_engine(), prompts, [24] * 4)
     batched = [p for p in passes if p.kind == "decode" and p.width > 1]
     assert batched and not any(p.drafted for p in batched)
     assert all("in step" in p.draft_reason for p in batched[1:])
     same, passes, _ = seeded_block_engine().collect(prompts, 24)
-    assert same == outs and any(p.drafted for p in passes if p.kind == "decode" and p.width > 1)
+    batched = [p for p in passes if p.kind == "decode" and p.width > 1]
+    assert same == outs and batched and not any(p.drafted for p in batched)
+    _, apart = run_apart(seeded_block_engine(), prompts, [24, 30, 36, 42])
+    assert any(p.drafted for p in apart if p.kind == "decode" and p.width > 1)

@@ -183,13 +183,9 @@ class Engine:
             for i, p in enumerate(prompts)
         ]
         done: dict[int, list[int]] = {}
-        self.launcher.prompts_follow = False  # none can arrive while it runs (launch.py)
-        try:
-            while self.has_work():
-                for ev in self.step():
-                    done[ev.request_id] = list(ev.tokens)
-        finally:
-            self.launcher.prompts_follow = True
+        while self.has_work():
+            for ev in self.step():
+                done[ev.request_id] = list(ev.tokens)
         return [done[i] for i in ids]
 
     def collect(

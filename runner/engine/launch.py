@@ -49,9 +49,6 @@ class Launcher:
         self.config = config
         self.passes_queued = 0  # passes launched ahead of the previous commit
         self.passes_built_ahead = 0  # drafted passes built on drafts still being made (verify_ahead.py)
-        # May prompts arrive while rows decode? Not inside Engine.generate, which holds its
-        # whole workload: there rows in step may draft, nothing follows them to stall.
-        self.prompts_follow = True
         # The latest decision (drafts a row; None before any). The number, not the pass:
         # a pass would keep its rows, finished requests included, alive until the next one.
         self._latest: Optional[int] = None
@@ -90,14 +87,14 @@ class Launcher:
         rows that go on), else after cur is committed."""
         if cur.drafts_next is None:
             rows = cur.live if continuing is None else continuing
-            cur.kept_in_step = kept_in_step(cur.plan.rows, self.scheduler, self.policy, self.prompts_follow)
+            cur.kept_in_step = kept_in_step(cur.plan.rows, self.scheduler, self.policy)
             k = self.policy.decide(self.expected_width(rows), in_step=cur.kept_in_step)
             cur.drafts_next = min(k, 1) if cur.fused else k  # a fused pass drafted one a row
         self._latest = cur.drafts_next
         return cur.drafts_next
 
     def _features(self, plan: PassPlan) -> bool:
-        return needs_features(plan, self.scheduler, self.policy, self.prompts_follow, self.forward)
+        return needs_features(plan, self.scheduler, self.policy, self.forward)
 
     @property
     def drafting(self) -> bool:

@@ -30,9 +30,10 @@ committed tokens per unit of time, from its own measurements.
 - A width above one kept at 0 by its costs holds 0 for HOLD passes (or to its next
   comparison) unweighed, counted as decisions: MLX's CPU backend runs the host's work
   between passes, not beside them, and weighing was most of what adaptive added there.
-- Rows in step (as many tokens left each) do not draft where prompts may follow them
-  (not inside Engine.generate) unless new prompts wait for rows decoding: drafting sets
-  them apart, and a prompt that follows one then stalls the rows still decoding.
+- Rows in step (as many tokens left each) do not draft beside each other unless new
+  prompts wait for rows decoding: drafting sets them apart, and a prompt that follows
+  one then stalls the rows still decoding, or, where none follows, the batch waits for
+  its last row (in_step.py).
 - A pass belongs to the regime of the k decided for it (before any row was cut: its
   drafter already ran) and counts toward a realized rate only when its own step prepared
   the same k (its duration holds the next pass's drafting): a k = 0 pass whose step
