@@ -167,8 +167,8 @@ def test_audit_capacity_prints_every_cell_with_its_interval_and_says_at_least_or
     assert "attainment by rate: 1 req/s 100%, 2 req/s 100%, 4 req/s 95%, 8 req/s 50%" in out
     assert main([*argv, "--attainment", "0.4"]) == 0
     assert "capacity at least the top rate, 8 req/s" in capsys.readouterr().out
-    assert main([*argv[:-1], "nothing"]) == 1
-    assert "experiment 'nothing' has no complete runs" in capsys.readouterr().out
+    assert main([*argv[:-1], "nothing"]) == 2  # bad input: one line on stderr
+    assert "runner audit: experiment 'nothing' has no complete runs" in capsys.readouterr().err
     assert main([*argv, "--attainment", "0"]) == 2
     assert "--attainment is a share in (0, 1], got 0.0" in capsys.readouterr().err
 

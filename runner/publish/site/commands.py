@@ -115,6 +115,12 @@ def build_site(config_file: Path, site_dir: str | Path | None = None, strict: bo
     return 0
 
 
+def _measured(reader: Reader, experiment: str) -> None:
+    """An experiment named on the command line that has no complete runs is bad input."""
+    if reader.quick_choice(experiment) is None:
+        raise QueryError(f"experiment {experiment!r} has no complete runs in {reader.path}")
+
+
 def _sync(db: Path, who: str) -> None:
     from runner.store.measurements import sync_database
 
@@ -193,6 +199,7 @@ def main_audit(args) -> int:
                 )
                 return 2
             with Reader(db) as reader:
+                _measured(reader, args.capacity)
                 lines, found = capacity_audit.audit_lines(reader, args.capacity, args.attainment)
             print("\n".join(lines))
             return 0 if found else 1
@@ -200,6 +207,7 @@ def main_audit(args) -> int:
             from runner.publish.stats.predict import audit_lines
 
             with Reader(db) as reader:
+                _measured(reader, args.predict)
                 lines, over = audit_lines(reader, args.predict)
             print("\n".join(lines))
             return 1 if over else 0
