@@ -19,21 +19,26 @@ def target_fixture(tiny_checkpoint):
     return load_model(tiny_checkpoint, args, with_mtp=True, with_indexer=False, fuse=False)
 
 
-def make_drafter(target, seed=0) -> BlockDrafter:
-    args = target.args
+def small_drafter(args, seed: int, **cfg) -> BlockDrafter:
+    """A small random drafter over a target of these ModelArgs (cfg: other DrafterConfig fields)."""
     mx.random.seed(seed)
-    cfg = DrafterConfig(
-        hidden_size=args.hidden_size,
-        target_layers=spread_layers(args.num_hidden_layers),
-        num_heads=2,
-        num_kv_heads=1,
-        head_dim=8,
-        intermediate_size=64,
-        block_size=K,
+    d = BlockDrafter(
+        DrafterConfig(
+            hidden_size=args.hidden_size,
+            target_layers=spread_layers(args.num_hidden_layers),
+            num_heads=2,
+            num_kv_heads=1,
+            head_dim=8,
+            intermediate_size=64,
+            **cfg,
+        )
     )
-    d = BlockDrafter(cfg)
     mx.eval(d.parameters())
     return d
+
+
+def make_drafter(target, seed=0) -> BlockDrafter:
+    return small_drafter(target.args, seed, block_size=K)
 
 
 def sequences(target, n=6, T=32, seed=0) -> np.ndarray:

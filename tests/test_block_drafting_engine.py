@@ -8,9 +8,9 @@ from __future__ import annotations
 import shutil
 from collections import Counter
 
-import mlx.core as mx
 import numpy as np
 import pytest
+from block_drafter_setup import small_drafter
 from chi_square import chi_square_p
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,11 +18,8 @@ from hypothesis import strategies as st
 from runner.engine import Engine
 from runner.engine.checkpoint import read_args
 from runner.engine.drafting.block_drafter import (
-    BlockDrafter,
-    DrafterConfig,
     drafter_dir,
     save_block_drafter,
-    spread_layers,
 )
 
 
@@ -31,19 +28,7 @@ def block_checkpoint(tiny_checkpoint, tmp_path_factory):
     """The random base checkpoint with a random block drafter beside it."""
     ckpt = tmp_path_factory.mktemp("block") / "ckpt"
     shutil.copytree(tiny_checkpoint, ckpt)
-    args = read_args(ckpt)
-    mx.random.seed(11)
-    cfg = DrafterConfig(
-        hidden_size=args.hidden_size,
-        target_layers=spread_layers(args.num_hidden_layers),
-        num_heads=2,
-        num_kv_heads=1,
-        head_dim=8,
-        intermediate_size=64,
-    )
-    drafter = BlockDrafter(cfg)
-    mx.eval(drafter.parameters())
-    save_block_drafter(drafter, drafter_dir(ckpt))
+    save_block_drafter(small_drafter(read_args(ckpt), 11), drafter_dir(ckpt))
     return ckpt
 
 

@@ -30,17 +30,17 @@ def add_fold_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="say what would fold, change nothing")
 
 
-def pinned_names(posts: Path, candidates: list[str]) -> frozenset[str]:
-    """The candidate folder names that some Markdown file under `posts` mentions (a pin
-    names a folder in full, and folder names are unique)."""
+def named_in_posts(posts: Path):
+    """Whether some Markdown file under `posts` mentions a folder name (a pin names a
+    folder in full, and folder names are unique)."""
     texts = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(posts.rglob("*.md"))]
-    return frozenset(n for n in candidates if any(n in t for t in texts))
+    return lambda name: any(name in t for t in texts)
 
 
 def main_fold(args: argparse.Namespace) -> int:
     from runner.store import measurements
     from runner.store.cell_folders import remove_folder
-    from runner.store.fold import experiments_in, fold_group, plan_fold
+    from runner.store.fold import fold_group, plan_fold
     from runner.store.store import Store, StoreError
 
     root = measurements.folder_of(args.db)
@@ -51,12 +51,10 @@ def main_fold(args: argparse.Namespace) -> int:
         _err(f"error: --posts {args.posts}: not a folder")
         return 2
     try:
-        if args.experiment is not None and args.experiment not in experiments_in(root):
+        plan = plan_fold(root, args.experiment, named_in_posts(args.posts))
+        if args.experiment is not None and args.experiment not in plan.experiments:
             _err(f"error: no measurement folder under {root} holds experiment {args.experiment!r}")
             return 2
-        every = plan_fold(root, args.experiment)
-        one_run = [f.name for g in every.groups for f in g.folders] + [f.name for f, _ in every.leftovers]
-        plan = plan_fold(root, args.experiment, pinned_names(args.posts, one_run))
         for name in plan.pinned:
             print(f"kept {name}: a post under {args.posts} names it")
         if not plan.groups and not plan.leftovers:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -55,44 +56,45 @@ def _runs(folder: Path, columns: list[str]) -> list[dict]:
         raise StoreError(f"{path}: not a readable Parquet file ({e})") from None
 
 
-def experiments_in(root: Path) -> set[str]:
-    """The experiments the measurement folders under root hold."""
-    folders = measurement_folders(root) if root.is_dir() else []
-    return {r["experiment"] for folder in folders for r in _runs(folder, ["experiment"])}
-
-
 @dataclass(frozen=True)
 class FoldPlan:
     groups: list[CellGroup]  # one-run folders that fold, two or more a group
     pinned: list[str]  # one-run folders a post names: left as they are
     leftovers: list[tuple[Path, str]]  # (one-run folder, the folder that also holds its run):
     # a kill between a run's folder and the removal of its cell folders leaves these
+    experiments: frozenset[str]  # every experiment the folders under root hold
 
 
-def plan_fold(root: Path, experiment: str | None = None, keep: frozenset[str] = frozenset()) -> FoldPlan:
+def plan_fold(
+    root: Path, experiment: str | None = None, keep: Callable[[str], bool] = lambda name: False
+) -> FoldPlan:
     """What `runner fold` would do under root (only `experiment`'s folders when given);
-    `keep`: folder names a post pins."""
+    `keep`: whether a post pins the folder of this name."""
     folders = measurement_folders(root) if root.is_dir() else []
     runs = {folder: _runs(folder, ["run_id", *KEYS]) for folder in folders}
     held_by = {r["run_id"]: f for f, rs in runs.items() if len(rs) > 1 for r in rs}
     groups: dict[tuple, list[tuple[Path, str]]] = {}
-    pinned, leftovers = [], []
+    leftovers = []
     for folder, rs in runs.items():
         if len(rs) != 1 or (experiment is not None and rs[0]["experiment"] != experiment):
             continue
         run = rs[0]
-        if folder.name in keep:
-            pinned.append(folder.name)
-        elif run["run_id"] in held_by:
+        if run["run_id"] in held_by:
             leftovers.append((folder, held_by[run["run_id"]].name))
         else:
             groups.setdefault(tuple(run[k] for k in KEYS), []).append((folder, run["run_id"]))
-    out = [
-        CellGroup(key[0], key[1], key[2], tuple(f for f, _ in members), tuple(r for _, r in members))
-        for key, members in sorted(groups.items())
-        if len(members) > 1
-    ]
-    return FoldPlan(out, pinned, leftovers)
+    # a pinned folder stays, and is named only where it would otherwise have gone
+    would_go = [f for f, _ in leftovers] + [f for m in groups.values() if len(m) > 1 for f, _ in m]
+    pinned = sorted(f.name for f in would_go if keep(f.name))
+    leftovers = [(f, holder) for f, holder in leftovers if not keep(f.name)]
+    out = []
+    for key, members in sorted(groups.items()):
+        members = [(f, r) for f, r in members if not keep(f.name)]
+        if len(members) > 1:
+            out.append(
+                CellGroup(key[0], key[1], key[2], tuple(f for f, _ in members), tuple(r for _, r in members))
+            )
+    return FoldPlan(out, pinned, leftovers, frozenset(r["experiment"] for rs in runs.values() for r in rs))
 
 
 def cell_groups(root: Path, experiment: str | None = None) -> list[CellGroup]:
