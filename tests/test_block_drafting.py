@@ -28,6 +28,7 @@ class KnownDrafter:
     rows not drafting all occur in one pass. It keeps no state of its own."""
 
     eager = False
+    looked_up = 0
 
     def __init__(self, reference: dict[tuple, list[int]], vocab: int, seed: int, wrong: float):
         self.reference, self.vocab, self.wrong = reference, vocab, wrong

@@ -5,6 +5,7 @@ tiny drafter is lossless and lands drafts."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections import Counter
 
@@ -60,9 +61,10 @@ prompts_st = st.lists(st.lists(st.integers(1, 300), min_size=1, max_size=30), mi
     chunk=st.sampled_from([3, 16]),
     policy=st.sampled_from(["always", "solo", "adaptive"]),
     tree=st.sampled_from([0, 2]),
+    lookup=st.sampled_from([0, 1, 3]),
 )
 def test_block_drafting_is_lossless_for_any_k(
-    block_engines, prompts, batch, k, cache, topk, max_new, chunk, policy, tree
+    block_engines, prompts, batch, k, cache, topk, max_new, chunk, policy, tree, lookup
 ):
     tree = 0 if topk else tree  # a draft tree needs dense attention
     plain = block_engines(max_batch_size=1, index_topk=topk).generate(prompts, max_new_tokens=max_new)
@@ -77,6 +79,7 @@ def test_block_drafting_is_lossless_for_any_k(
         index_topk=topk,
         kv_block_size=4,
         draft_tree=tree,
+        draft_lookup=lookup,
     )
     outs, passes, _ = eng.collect(prompts, max_new)
     assert outs == plain
@@ -85,6 +88,34 @@ def test_block_drafting_is_lossless_for_any_k(
     # Every retired row's drafter context is gone, and a live one never reaches past
     # the row's verified positions (checked after each pass below).
     assert eng.state_bytes() == 0 and not eng.drafter.cache._rows and not eng.drafter._backlog
+
+
+def test_looked_up_drafts_are_lossless_beside_the_drafters_and_skip_its_pass():
+    """Rows whose suffix occurred before draft by lookup, in the same batch as rows the
+    drafter drafts for; output is the plain engine's, lookups are on the pass rows, and a
+    lone row's looked-up drafts run no drafter pass. (The shipped tiny model soon repeats
+    itself, so its rows look up; a random one may never.)"""
+    prompts = [[3, 4, 5, 6, 7] * 6, list(range(40, 70)), [int(t) for t in range(300, 1300, 37)]]
+    plain = Engine.from_pretrained("tiny", max_batch_size=1, compile=False).generate(prompts, max_new_tokens=24)
+    eng = Engine.from_pretrained(
+        "tiny", max_batch_size=3, compile=False, mtp=True, drafter="block", draft_tokens=4, draft_lookup=3
+    )
+    outs, passes, _ = eng.collect(prompts, 24)
+    assert outs == plain
+    looked = [int(m) for p in passes for m in re.findall(r"looked up: (\d) of 3 rows", p.draft_reason)]
+    assert any(0 < n < 3 for n in looked), [p.draft_reason for p in passes]  # beside drafter rows
+    launched, launch = [], eng.drafter._launch_rows
+
+    def counted(seqs, k):
+        launched.append(len(seqs))
+        return launch(seqs, k)
+
+    eng.drafter._launch_rows = counted
+    outs, passes, _ = eng.collect(prompts[:1], 24)
+    assert outs == plain[:1]
+    lone = [p for p in passes if "looked up: 1 of 1" in p.draft_reason]
+    assert lone and len(launched) == sum(1 for p in passes if p.drafted) - len(lone)
+    assert eng.state_bytes() == 0 and not eng.drafter._backlog
 
 
 def test_the_context_never_holds_an_unverified_position(block_engines):

@@ -12,7 +12,9 @@ lengths passes carried, and state bytes.
   of decode passes by the most drafts a row carried (0: none).
 - Arms name a drafter, a draft length k and a policy: `mtp` (k = 1), `mtp-chain` (the
   MTP layer chained, k = 3), `block-4` / `block-8` (the block drafter), `adaptive` (k
-  chosen per width up to 8, MTP), `adaptive-block` (the same with the block drafter), and
+  chosen per width up to 8, MTP), `adaptive-block` (the same with the block drafter),
+  `block-8-lookup` and `adaptive-block-lookup` (a row whose last 3 tokens occurred before
+  drafts what followed them, the others the block drafter's: drafting/lookup.py), and
   the older policy arms `always`, `solo`, `lazy-solo` whose k is `--draft-tokens`.
 - Every arm's knobs are checked against the checkpoint before anything loads: an arm the
   checkpoint cannot run (no block drafter) is one clear error, exit 2.
@@ -50,6 +52,11 @@ ARMS = {
     "block-4-tree": dict(mtp=True, drafter="block", draft_policy="always", draft_tokens=4, draft_tree=2),
     "adaptive-block-tree": dict(
         mtp=True, drafter="block", draft_policy="adaptive", mtp_sync="lazy", draft_tokens=8, draft_tree=2
+    ),
+    # drafts looked up in the row's own tokens where its last 3+ occurred before (drafting/lookup.py)
+    "block-8-lookup": dict(mtp=True, drafter="block", draft_policy="always", draft_tokens=8, draft_lookup=3),
+    "adaptive-block-lookup": dict(
+        mtp=True, drafter="block", draft_policy="adaptive", mtp_sync="lazy", draft_tokens=8, draft_lookup=3
     ),
     "always": dict(mtp=True, draft_policy="always"),
     "solo": dict(mtp=True, draft_policy="solo"),

@@ -84,6 +84,7 @@ MTP_SYNC = ("eager", "lazy")
 DRAFTERS = ("mtp", "block")
 MAX_DRAFT_TOKENS = 16
 MAX_TREE_LEAVES = 2  # branch leaves a draft tree may add: second choices at the first two positions
+MAX_LOOKUP_MATCH = 4  # the longest suffix a row's drafts are looked up by (drafting/lookup.py)
 DTYPES = ("float32", "bfloat16", "float16")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*$", re.IGNORECASE)
 _UNITS = {
@@ -144,6 +145,8 @@ class EngineConfig:
     draft_tokens: int = 1  # k: drafts a drafting row carries into a pass (1..MAX_DRAFT_TOKENS)
     drafter: str = "mtp"  # "mtp": the MTP layer chained k times; "block": a block drafter
     draft_tree: int = 0  # a lone greedy row's extra branch leaves (block drafter, 0..MAX_TREE_LEAVES)
+    draft_lookup: int = 0  # a greedy row whose last n >= this many tokens occurred before drafts
+    # what followed them there, without the block drafter's pass (drafting/lookup.py; 0: never)
     mtp_sync: str = "eager"
     prefix_cache_bytes: Any = 0
     index_topk: int = 0  # 0: dense attention; >0 needs indexer weights
@@ -192,6 +195,12 @@ class EngineConfig:
         t = self.draft_tree
         if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t <= MAX_TREE_LEAVES:
             raise bad("draft_tree", f"expected an integer from 0 to {MAX_TREE_LEAVES}, got {t!r}")
+        n = self.draft_lookup
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_LOOKUP_MATCH:
+            raise bad(
+                "draft_lookup",
+                f"expected an integer from 1 to {MAX_LOOKUP_MATCH} (tokens a match needs), or 0 for none, got {n!r}",
+            )
         if self.mtp_sync not in MTP_SYNC:
             raise bad("mtp_sync", f"expected one of {MTP_SYNC}, got {self.mtp_sync!r}")
         self.prefix_cache_bytes = parse_bytes(self.prefix_cache_bytes)
@@ -208,6 +217,10 @@ class EngineConfig:
         if self.draft_tree and self.drafter != "block":
             raise ValueError(
                 f"engine knob draft_tree: a draft tree needs drafter = 'block', got {self.drafter!r}"
+            )
+        if self.draft_lookup and self.drafter != "block":
+            raise ValueError(
+                f"engine knob draft_lookup: looked-up drafts need drafter = 'block', got {self.drafter!r}"
             )
         if self.draft_tree and self.index_topk:
             raise ValueError(

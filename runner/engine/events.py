@@ -36,7 +36,8 @@ class PassEvent:
     # rows: acceptance at position i is sum(accepted_lengths[i:]) / sum(draft_lengths[i:]))
     draft_reason: str = ""  # under the adaptive policy, why its rows carried those drafts:
     # the k chosen for the width and, when cut row by row from the drafter's confidence
-    # (row_lengths.py), the cut; empty under a fixed policy
+    # (row_lengths.py), the cut; and how many rows looked their drafts up (drafting/lookup.py);
+    # empty under a fixed policy without lookup
 
     @classmethod
     def of(

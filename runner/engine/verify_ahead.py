@@ -49,6 +49,9 @@ def draft_next(
         drafter.adopt(cur.plan.rows, out.drafts, k > 0)
         return reason, None
     pending = drafter.draft(cur.plan.rows, TargetOutputs(out.starts, cur.hidden, cur.first), k)
+    if drafter.looked_up:
+        looked = f"looked up: {drafter.looked_up} of {len(cur.plan.rows)} rows"
+        reason = f"{reason}; {looked}" if reason else looked
     built = None
     if pending is not None:
         if may_build:

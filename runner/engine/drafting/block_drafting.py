@@ -17,6 +17,10 @@
   (the drafter's positions are independent given the context), kept for verification.
   Greedy rows keep the drafter's confidence in each draft (`Sequence.draft_conf`), from
   which the adaptive policy cuts each row's drafts to the length that pays (row_lengths.py).
+- With `lookup`, a greedy row whose last tokens occurred earlier in its own tokens drafts
+  what followed them (lookup.py) and skips the drafter's pass; its features wait in its
+  backlog until it next drafts with the drafter. Such drafts carry no confidence, so the
+  adaptive policy never cuts them, and the pass's reason says how many rows looked up.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from .block_drafter import load_checkpoint_drafter, measured_acceptance
 from .drafter import PendingDrafts, TargetOutputs
 from .drafter_context import CONTEXT_BUCKET, ContextCache
 from .drafter_pass import FusedDrafter, Proposal, propose
+from .lookup import lookup_drafts
 from .tree import TREE_DEPTH, second_choices
 
 
@@ -62,9 +67,13 @@ class Backlog:
 class BlockDrafting:
     eager = False  # a pass that does not draft only backlogs its features
 
-    def __init__(self, target: Model, checkpoint_dir: Path, compile: bool = True, tree: int = 0):
-        """tree: the most branch leaves a lone row's drafts may grow (tree.py; 0: chains)."""
-        self.target, self.tree = target, tree
+    def __init__(
+        self, target: Model, checkpoint_dir: Path, compile: bool = True, tree: int = 0, lookup: int = 0
+    ):
+        """tree: the most branch leaves a lone row's drafts may grow (tree.py; 0: chains);
+        lookup: the tokens a row's suffix must match to draft by lookup (0: never)."""
+        self.target, self.tree, self.lookup = target, tree, lookup
+        self.looked_up = 0  # rows whose drafts the last `draft` looked up
         self.drafter = load_checkpoint_drafter(checkpoint_dir, target.args)
         self.fused = FusedDrafter(self.drafter)  # the drafter's pass in inference layout
         self.prior_acceptance = conditional(measured_acceptance(checkpoint_dir))
@@ -145,6 +154,7 @@ class BlockDrafting:
             self.cache.append(rid, feats, b.start)
 
     def draft(self, rows: list[Sequence], target: TargetOutputs, k: int) -> Optional[PendingDrafts]:
+        self.looked_up = 0
         if target.hidden is None:  # run without features: the rows' contexts end here
             for seq in rows:
                 seq.clear_drafts()
@@ -170,11 +180,30 @@ class BlockDrafting:
                 log.parts.append(part)
                 log.end, log.nbytes = log.end + n, log.nbytes + part.nbytes
         drafting = [s for s in rows if k > 0 and not s.finished and not s.prefilling]
+        if self.lookup and drafting:
+            drafting = self._look_up(drafting, k)
         if not drafting:
             return None
         for s in drafting:
             self._flush(s.request_id)
         return self._launch_rows(drafting, k)
+
+    def _look_up(self, seqs: list[Sequence], k: int) -> list[Sequence]:
+        """Set the drafts of the greedy rows whose suffix occurred before; returns the rest,
+        for the drafter's pass."""
+        rest = []
+        for s in seqs:
+            found = lookup_drafts(s.tokens, k, self.lookup) if s.temperature == 0.0 else []
+            if found:
+                s.drafts = found
+            else:
+                rest.append(s)
+        looked = [s.request_id for s in seqs if s.drafts]
+        for rid in looked:
+            self._flush(rid)
+        self.cache.settle(looked, wait=False)
+        self.looked_up = len(looked)
+        return rest
 
     def _launch_rows(self, seqs: list[Sequence], k: int) -> PendingDrafts:
         """Queue the drafter's pass for the rows (one evaluation: their contexts' appends

@@ -48,6 +48,7 @@ class Drafter(Protocol):
     eager: bool  # keeps its state current every pass, drafting or not
     prior_acceptance: tuple[float, ...]  # measured acceptance of draft i given i - 1 accepted
     # (the adaptive policy's starting estimate; empty: none measured)
+    looked_up: int  # rows whose drafts the last `draft` looked up in their own tokens (lookup.py)
 
     def draft(self, rows: list[Sequence], target: TargetOutputs, k: int) -> Optional[PendingDrafts]:
         """Absorb the pass's verified positions, then propose up to k drafts a live

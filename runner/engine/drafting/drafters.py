@@ -27,6 +27,8 @@ def make_drafter(
         return None
     if config.drafter == "mtp":
         return MTPDrafter(forward, pool, config.mtp_sync, ensure_blocks)
-    drafting = BlockDrafting(forward.model, checkpoint_dir, config.compile, config.draft_tree)
+    drafting = BlockDrafting(
+        forward.model, checkpoint_dir, config.compile, config.draft_tree, config.draft_lookup
+    )
     forward.feature_layers = drafting.feature_layers
     return drafting

@@ -29,6 +29,7 @@ from .drafter import TargetOutputs
 
 class MTPDrafter:
     prior_acceptance = ()  # nothing measured: the policy starts from its own prior
+    looked_up = 0  # it never looks drafts up (lookup.py is the block drafter's)
 
     def __init__(
         self, forward: Forward, pool: BlockPool, sync: str, ensure_blocks: Callable[[Sequence, int], None]
