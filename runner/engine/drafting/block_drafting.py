@@ -18,9 +18,10 @@
   Greedy rows keep the drafter's confidence in each draft (`Sequence.draft_conf`), from
   which the adaptive policy cuts each row's drafts to the length that pays (row_lengths.py).
 - With `lookup`, a greedy row whose last tokens occurred earlier in its own tokens drafts
-  what followed them (lookup.py) and skips the drafter's pass; its features wait in its
-  backlog until it next drafts with the drafter. Such drafts carry no confidence, so the
-  adaptive policy never cuts them, and the pass's reason says how many rows looked up.
+  what followed them (lookup.py) and is left out of the drafter's pass; its context still
+  takes each pass's positions (queued, not waited for), so the drafter's next pass for it
+  has no long backlog to project first. Such drafts carry no confidence, so the adaptive
+  policy never cuts them, and the pass's reason counts them.
 """
 
 from __future__ import annotations
@@ -191,15 +192,15 @@ class BlockDrafting:
     def _look_up(self, seqs: list[Sequence], k: int) -> list[Sequence]:
         """Set the drafts of the greedy rows whose suffix occurred before; returns the rest,
         for the drafter's pass."""
-        rest = []
+        rest, looked = [], []
         for s in seqs:
             found = lookup_drafts(s.tokens, k, self.lookup) if s.temperature == 0.0 else []
             if found:
                 s.drafts = found
+                looked.append(s.request_id)
             else:
                 rest.append(s)
-        looked = [s.request_id for s in seqs if s.drafts]
-        for rid in looked:
+        for rid in looked:  # their contexts kept current, queued without waiting
             self._flush(rid)
         self.cache.settle(looked, wait=False)
         self.looked_up = len(looked)
