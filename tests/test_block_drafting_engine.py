@@ -95,8 +95,10 @@ def test_looked_up_drafts_are_lossless_beside_the_drafters_and_skip_its_pass():
     drafter drafts for; output is the plain engine's, lookups are on the pass rows, and a
     lone row's looked-up drafts run no drafter pass. (The shipped tiny model soon repeats
     itself, so its rows look up; a random one may never.)"""
-    prompts = [[3, 4, 5, 6, 7] * 6, list(range(40, 70)), [int(t) for t in range(300, 1300, 37)]]
-    plain = Engine.from_pretrained("tiny", max_batch_size=1, compile=False).generate(prompts, max_new_tokens=24)
+    prompts = [[3, 4, 5, 6, 7] * 6, list(range(40, 70)), list(range(300, 1300, 37))]
+    plain = Engine.from_pretrained("tiny", max_batch_size=1, compile=False).generate(
+        prompts, max_new_tokens=24
+    )
     eng = Engine.from_pretrained(
         "tiny", max_batch_size=3, compile=False, mtp=True, drafter="block", draft_tokens=4, draft_lookup=3
     )

@@ -199,7 +199,8 @@ class EngineConfig:
         if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_LOOKUP_MATCH:
             raise bad(
                 "draft_lookup",
-                f"expected an integer from 1 to {MAX_LOOKUP_MATCH} (tokens a match needs), or 0 for none, got {n!r}",
+                f"expected an integer from 1 to {MAX_LOOKUP_MATCH} (tokens a match needs), "
+                f"or 0 for none, got {n!r}",
             )
         if self.mtp_sync not in MTP_SYNC:
             raise bad("mtp_sync", f"expected one of {MTP_SYNC}, got {self.mtp_sync!r}")
