@@ -79,7 +79,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="off,mtp,mtp-chain,adaptive",
         help="with --mtp: comma-separated arms among off, mtp (k = 1), mtp-chain (k = 3), block-4, "
         "block-8 (the block drafter), block-4-tree, block-8-tree (a lone row verifies a draft tree), "
-        "adaptive (k up to 8), adaptive-block, adaptive-block-tree, always, solo, lazy-solo "
+        "block-8-lookup (rows whose last 3 tokens occurred before draft what followed them), "
+        "adaptive (k up to 8), adaptive-block, adaptive-block-tree, adaptive-block-lookup, "
+        "always, solo, lazy-solo "
         "(default: off,mtp,mtp-chain,adaptive)",
     )
 
