@@ -3,9 +3,9 @@ its prompt or its output), the tokens that followed them there are the next draf
 
 - Code repeats itself (names, call shapes, whole lines), and a small block drafter never
   saw the names of text outside its training corpus. Where the row's last `min_match` or
-  more tokens occurred before, what followed lands far more often than the block drafter's
-  drafts (`runner bench --mtp` measures both; the block-drafting post has the figures),
-  and the lookup costs no drafter pass: a few microseconds on the host.
+  more tokens occurred before, what followed lands more often than the block drafter's
+  drafts (`runner bench --mtp` measures both; the lookup-drafting post has the figures),
+  and the lookup costs no drafter pass, only a scan of the row's tokens on the host.
 - The longest match wins (up to MAX_MATCH tokens), and among equally long ones the latest:
   the row's nearest context is its likeliest continuation. A continuation that runs into
   the row's end repeats the matched stretch forward (a period), so a row always gets
@@ -20,7 +20,7 @@ from ..config import MAX_LOOKUP_MATCH as MAX_MATCH  # longer suffixes add little
 
 
 def lookup_drafts(tokens: list[int], k: int, min_match: int) -> list[int]:
-    """Up to k drafts following the latest earlier occurrence of the longest suffix of
+    """The k drafts following the latest earlier occurrence of the longest suffix of
     `tokens` (from MAX_MATCH down to min_match tokens); [] where none occurred."""
     end = len(tokens)
     for n in range(max(MAX_MATCH, min_match), min_match - 1, -1):
