@@ -42,7 +42,7 @@ from .block_drafter import load_checkpoint_drafter, measured_acceptance
 from .drafter import PendingDrafts, TargetOutputs
 from .drafter_context import CONTEXT_BUCKET, ContextCache
 from .drafter_pass import FusedDrafter, Proposal, propose
-from .lookup import lookup_drafts
+from .lookup import RowTexts, lookup_drafts
 from .tree import TREE_DEPTH, second_choices
 
 
@@ -75,6 +75,7 @@ class BlockDrafting:
         lookup: the tokens a row's suffix must match to draft by lookup (0: never)."""
         self.target, self.tree, self.lookup = target, tree, lookup
         self.looked_up = 0  # rows whose drafts the last `draft` looked up
+        self._texts = RowTexts()  # each looking-up row's tokens, searched by lookup_drafts
         self.drafter = load_checkpoint_drafter(checkpoint_dir, target.args)
         self.fused = FusedDrafter(self.drafter)  # the drafter's pass in inference layout
         self.prior_acceptance = conditional(measured_acceptance(checkpoint_dir))
@@ -194,7 +195,9 @@ class BlockDrafting:
         for the drafter's pass."""
         rest, looked = [], []
         for s in seqs:
-            found = lookup_drafts(s.tokens, k, self.lookup) if s.temperature == 0.0 else []
+            found = []
+            if s.temperature == 0.0:
+                found = lookup_drafts(s.tokens, k, self.lookup, self._texts.of(s.request_id, s.tokens))
             if found:
                 s.drafts = found
                 looked.append(s.request_id)
@@ -202,7 +205,8 @@ class BlockDrafting:
                 rest.append(s)
         for rid in looked:  # their contexts kept current, queued without waiting
             self._flush(rid)
-        self.cache.settle(looked, wait=False)
+        if looked:
+            self.cache.settle(looked, wait=False)
         self.looked_up = len(looked)
         return rest
 
@@ -244,6 +248,7 @@ class BlockDrafting:
     def release(self, seq: Sequence) -> None:
         self.cache.drop(seq.request_id)
         self._backlog.pop(seq.request_id, None)
+        self._texts.drop(seq.request_id)
 
     def verified_in_pool(self, seq: Sequence) -> int:
         return seq.computed  # no drafter state in the pool blocks

@@ -16,22 +16,48 @@ its prompt or its output), the tokens that followed them there are the next draf
 
 from __future__ import annotations
 
-from ..config import MAX_LOOKUP_MATCH as MAX_MATCH  # longer suffixes add little, each a scan
+from typing import Optional
+
+from ..config import MAX_LOOKUP_MATCH as MAX_MATCH  # longer suffixes add little, each a search
 
 
-def lookup_drafts(tokens: list[int], k: int, min_match: int) -> list[int]:
+def as_text(tokens: list[int]) -> str:
+    """Tokens as a str, a code point a token: str.rfind then searches them in C, where a
+    Python loop over a long row's tokens would cost every pass far more."""
+    return "".join(map(chr, tokens))
+
+
+def lookup_drafts(tokens: list[int], k: int, min_match: int, text: Optional[str] = None) -> list[int]:
     """The k drafts following the latest earlier occurrence of the longest suffix of
-    `tokens` (from MAX_MATCH down to min_match tokens); [] where none occurred."""
-    end = len(tokens)
+    `tokens` (from MAX_MATCH down to min_match tokens); [] where none occurred. text: the
+    tokens as `as_text` gives them, where the caller keeps it (RowTexts)."""
+    text = as_text(tokens) if text is None else text
+    end = len(text)
     for n in range(max(MAX_MATCH, min_match), min_match - 1, -1):
         if end <= n:
             continue
-        tail = tokens[end - n :]
-        first = tail[0]
-        for s in range(end - n - 1, -1, -1):
-            if tokens[s] == first and tokens[s : s + n] == tail:
-                return continuation(tokens, s + n, k)
+        s = text.rfind(text[end - n :], 0, end - 1)  # an occurrence ending before the last token
+        if s >= 0:
+            return continuation(tokens, s + n, k)
     return []
+
+
+class RowTexts:
+    """Each row's tokens as text, extended by what the row committed since the last lookup
+    (a row's tokens only grow), so a pass's lookup does not convert its whole row again.
+    A copy of the row's tokens, which are not counted as drafter state either."""
+
+    def __init__(self) -> None:
+        self._texts: dict[int, str] = {}
+
+    def of(self, row: int, tokens: list[int]) -> str:
+        text = self._texts.get(row, "")
+        if len(text) < len(tokens):
+            text = self._texts[row] = text + as_text(tokens[len(text) :])
+        return text
+
+    def drop(self, row: int) -> None:
+        self._texts.pop(row, None)
 
 
 def continuation(tokens: list[int], start: int, k: int) -> list[int]:
