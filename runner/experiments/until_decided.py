@@ -164,7 +164,7 @@ def judge_look(
         view = ViewCache(reader).get(exp.name, exp.quick, cut)
         margins = {
             (chip, c.metric): c.margin
-            for chip, covs in aa.coverage(reader, exp.name, exp.quick).items()
+            for chip, covs in aa.coverage(reader, exp.name, exp.quick, cut=cut).items()
             for c in covs
         }
         for cmp in comparisons:

@@ -37,6 +37,7 @@ class PostValues:
     def __init__(self, data):  # the PostData holding it (not imported: it imports this)
         self.data = data
         self._aa: dict | None = None  # chip_id -> [aa.Coverage], read once a post
+        self._aa_judged: dict | None = None  # the same over the data the post judges
 
     def measured(self, value, lo, hi, n, kind, what, metric, cells, span=None) -> Measured:
         """span: the range beyond which an infinite (open) bound lies, e.g. the measured widths."""
@@ -48,12 +49,23 @@ class PostValues:
         return m
 
     def aa_margin(self, metric: str, chips: set) -> float:
-        """The largest A/A margin of the metric on these chips (0 without an A/A pair)."""
-        cov = self.aa_coverage()
+        """The largest A/A margin of the metric on these chips in the data the post judges
+        (0 where that data holds no A/A pair): data measured later never moves it."""
+        if self._aa_judged is None:
+            cut = self.data.judging.cutoff()
+            self._aa_judged = (
+                self.aa_coverage()
+                if cut is None or not self.data.aa_pair
+                else aa.coverage(
+                    self.data.reader, self.data.experiment, self.data.quick, self.data.aa_pair, cut
+                )
+            )
+        cov = self._aa_judged
         return max((c.margin for chip in chips for c in cov.get(chip, []) if c.metric == metric), default=0.0)
 
     def aa_coverage(self) -> dict:
-        """chip_id -> [aa.Coverage] of every metric ({} without an A/A arm)."""
+        """chip_id -> [aa.Coverage] of every metric over all the data ({} without an A/A
+        arm): what the provenance shows."""
         if self._aa is None:
             self._aa = (
                 aa.coverage(self.data.reader, self.data.experiment, self.data.quick, self.data.aa_pair)

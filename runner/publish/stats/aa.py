@@ -10,7 +10,10 @@ such a pair whatever their names (`aa_pair`), since nothing but noise can tell t
 
 A repetition is one complete pass over the cells (each `--remeasure` adds one):
 repetition k is the data as of the start of repetition k + 1, read through the same
-views (`views.py`) and the same intervals the posts use.
+views (`views.py`) and the same intervals the posts use. Where a post or a look judges
+some of the data (a `home.Cutoff`: a `data:` pin's folders, a dated post's earliest runs,
+a declaration's own runs when measuring until decided), the A/A of that data alone sets
+its margins: data measured later, or under another declaration, never moves them.
 
 What the A/A sets for claims (`Coverage.margin`): a direction must lie further from no
 change than any interval between the identical arms did on that chip and metric. The
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from runner.publish.metrics import METRICS
+from runner.publish.sql.home import Cutoff
 from runner.publish.sql.reader import QueryError, Reader
 from runner.publish.stats.views import ViewCache
 
@@ -112,14 +116,18 @@ def aa_pair(reader: Reader, experiment: str, quick: bool = False) -> tuple[str, 
 
 
 def coverage(
-    reader: Reader, experiment: str, quick: bool = False, pair: tuple[str, str] | None = None
+    reader: Reader,
+    experiment: str,
+    quick: bool = False,
+    pair: tuple[str, str] | None = None,
+    cut: Cutoff | None = None,
 ) -> dict[str, list[Coverage]]:
     """chip_id -> each metric's A/A coverage on it ({} without an A/A pair); `pair`: the
-    experiment's `aa_pair`, when the caller has it."""
+    experiment's `aa_pair`, when the caller has it; `cut`: the data judged (None: all)."""
     pair = pair or aa_pair(reader, experiment, quick)
     if pair is None:
         return {}
-    _, cells = aa_cells(reader, experiment, quick, pair)
+    _, cells = aa_cells(reader, experiment, quick, pair, cut)
     out: dict[str, list[Coverage]] = {}
     for chip in sorted({c.chip for c in cells}):
         for metric in METRICS:
@@ -134,10 +142,14 @@ def coverage(
 
 
 def aa_cells(
-    reader: Reader, experiment: str, quick: bool = False, pair: tuple[str, str] | None = None
+    reader: Reader,
+    experiment: str,
+    quick: bool = False,
+    pair: tuple[str, str] | None = None,
+    cut: Cutoff | None = None,
 ) -> tuple[tuple[str, str], list[Cell]]:
     """The arm and its copy (`pair`, else found), and every (repetition, chip,
-    concurrency, metric) cell with an interval."""
+    concurrency, metric) cell with an interval, in the data `cut` judges (None: all)."""
     pair = pair or aa_pair(reader, experiment, quick)
     if pair is None:
         arms = sorted({cell.arm for cell in reader.layout(experiment, quick)})
@@ -147,11 +159,9 @@ def aa_cells(
             "measure one with runner run NAME --aa ARM"
         )
     base, copy = pair
-    starts = reader.repetition_starts(experiment, base)
-    cutoffs: list[datetime | None] = [*starts[1:], None]
     views = ViewCache(reader)
     cells = []
-    for k, as_of in enumerate(cutoffs):
+    for k, as_of in enumerate(judged_views(reader, experiment, base, cut)):
         view = views.get(experiment, quick, as_of)
         for chip in view.chip_ids:
             for conc in sorted({c for (ch, _, c, _) in view.runs if ch == chip}):
@@ -160,6 +170,17 @@ def aa_cells(
                     if e.value is not None and e.lo is not None:
                         cells.append(Cell(k, chip, conc, metric, e.value, e.lo, e.hi))
     return pair, cells
+
+
+def judged_views(
+    reader: Reader, experiment: str, base: str, cut: Cutoff | None
+) -> list[datetime | Cutoff | None]:
+    """The views whose A/A cells count: every repetition's (cut None), else the one view
+    of the data `cut` judges."""
+    if cut is not None:
+        return [cut]
+    starts = reader.repetition_starts(experiment, base)
+    return [*starts[1:], None]
 
 
 def report(reader: Reader, experiment: str) -> tuple[list[str], float]:
