@@ -58,7 +58,8 @@ class Launched:
     kept_in_step: bool = False  # that decision kept its rows in step (in_step.py)
 
     def queue(self) -> None:
-        """Start running the built pass (its outputs stay lazy)."""
+        """Start running the built pass (its outputs stay lazy). On MLX's CPU backend this
+        returns once about a hundred of the pass's kernels are left to run, not at once."""
         mx.async_eval(self.greedy, *(a for a in (self.hidden, self.drafts) if a is not None))
 
     @property

@@ -5,7 +5,10 @@
   (row_lengths.py), then builds the next verify pass's graph while the device waits (the
   graph of a pass through every layer takes the host a good part of the pass's own time).
   Built on the drafter's lazy tokens instead, the next verify graph is made while the
-  drafter's pass runs, and queued as soon as the drafts have landed and been cut.
+  drafter's pass runs, and queued as soon as the drafts have landed and been cut. On
+  MLX's CPU backend the overlap is the pass's tail only: queuing a graph returns once
+  about a hundred of its kernels are left to run (MLX keeps at most ten tasks of ten
+  kernels in flight a stream), so the host builds while the drafter's last layers run.
 - It is built for the drafts each row is likely to keep: a fixed policy's k, under the
   adaptive policy as many as the last cut at that width left (`DraftPolicy.likely_left`);
   the cut is told, and prices any other lengths with what building this one took.
