@@ -5,8 +5,9 @@
   the instance's index among the class's instances that measured the experiment with the
   same declaration and code version (in order of their first run, then chip id) times
   BLOCK_STRIDE, plus its round. Instances pool only within one declaration and code
-  version, a measurement of the same thing; a later version's blocks supersede an
-  earlier one's as a re-measured round always has (the newest run of a cell and block). A gain is paired
+  version, a measurement of the same thing; a later code version's blocks supersede an
+  earlier one's as a re-measured round always has (the newest run of a cell and block),
+  and a cell's blocks all come from one declaration (`pages.one_declaration`). A gain is paired
   within a round, so each (instance, round) is one block of the t interval over per-block
   log ratios (`stats/intervals.py` is unchanged: it sees more rounds), and every page
   query groups by class without knowing instances exist. The first instance keeps its

@@ -17,16 +17,31 @@ from __future__ import annotations
 from runner.publish.metrics import METRICS
 from runner.publish.sql.drafts import DRAFTING
 
+
+def one_declaration(order: str) -> str:
+    """A QUALIFY condition keeping a cell's runs of one declaration: the declaration of the
+    run `order` puts first in the cell. An edited declaration measures something else, so
+    its rounds supersede a cell's earlier version's rounds as a whole, never mixing with
+    those it did not re-measure (in one interval, rounds of two designs)."""
+    return (
+        "declaration_sha256 = first_value(declaration_sha256) OVER "
+        f"(PARTITION BY chip_id, arm, concurrency, rate ORDER BY {order})"
+    )
+
+
+NEWEST_FIRST = "started_at DESC, run_id DESC"
 # The runs a page uses: complete ones of the chosen quickness, measured before $as_of
-# when given, and for a cell measured more than once in a round, the latest (a
-# re-measurement supersedes, it never mixes with the older run).
-CHOSEN_RUNS = """
+# when given, each cell's of its newest run's declaration, and for a cell measured more
+# than once in a round, the latest (a re-measurement supersedes, it never mixes with the
+# older run).
+CHOSEN_RUNS = f"""
 chosen AS (
     SELECT * FROM runs
     WHERE experiment = $experiment AND status = 'complete' AND quick = $quick
       AND ($as_of::TIMESTAMP IS NULL OR started_at < $as_of::TIMESTAMP)
     QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, rate, round
-                               ORDER BY started_at DESC, run_id DESC) = 1
+                               ORDER BY {NEWEST_FIRST}) = 1
+        AND {one_declaration(NEWEST_FIRST)}
 )"""
 
 

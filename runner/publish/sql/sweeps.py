@@ -6,7 +6,7 @@ one did not). Text only;
 
 from __future__ import annotations
 
-from runner.publish.sql.pages import CHOSEN_RUNS, TPOT_MS, TTFT_MS
+from runner.publish.sql.pages import CHOSEN_RUNS, NEWEST_FIRST, TPOT_MS, TTFT_MS, one_declaration
 
 
 def at_rate(sql: str) -> str:
@@ -65,6 +65,9 @@ WITH chosen AS (
       AND ($as_of::TIMESTAMP IS NULL OR started_at < $as_of::TIMESTAMP)
     QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, rate, round
                                ORDER BY started_at DESC, run_id DESC) = 1
+        AND """
+    + one_declaration(NEWEST_FIRST)
+    + """
 )
 SELECT c.chip_id, c.arm, c.concurrency, c.rate, c.round, q.request_id,
        CASE WHEN c.slo_ttft_ms IS NOT NULL OR c.slo_tpot_ms IS NOT NULL THEN

@@ -5,7 +5,7 @@ names, and the machine probes. Text only; `queries.Reader` runs it.
 
 from __future__ import annotations
 
-from runner.publish.sql.pages import CHOSEN_RUNS
+from runner.publish.sql.pages import CHOSEN_RUNS, one_declaration
 from runner.publish.sql.provenance import LATER_RUN_COLUMNS
 
 # A judging view's runs (runner.publish.sql.home.Cutoff), in place of CHOSEN_RUNS: what the
@@ -14,7 +14,11 @@ from runner.publish.sql.provenance import LATER_RUN_COLUMNS
 # newest before it (none before it when $fresh); a re-measurement the same day never
 # displaces what was judged. With $declaration, that declaration's runs only (measuring
 # until decided judges what it measures, not an edited declaration's earlier rounds).
-PICKED_RUNS = """
+PICKED_FIRST = """started_at >= $first_from::TIMESTAMP DESC,
+                                        CASE WHEN started_at >= $first_from::TIMESTAMP
+                                             THEN epoch_us(started_at) ELSE -epoch_us(started_at) END,
+                                        run_id"""
+PICKED_RUNS = f"""
 chosen AS (
     SELECT * FROM runs
     WHERE experiment = $experiment AND status = 'complete' AND quick = $quick
@@ -22,19 +26,18 @@ chosen AS (
       AND (NOT $fresh OR started_at >= $first_from::TIMESTAMP)
       AND ($declaration::VARCHAR IS NULL OR declaration_sha256 = $declaration::VARCHAR)
     QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, rate, round
-                               ORDER BY started_at >= $first_from::TIMESTAMP DESC,
-                                        CASE WHEN started_at >= $first_from::TIMESTAMP
-                                             THEN epoch_us(started_at) ELSE -epoch_us(started_at) END,
-                                        run_id) = 1
+                               ORDER BY {PICKED_FIRST}) = 1
+        AND {one_declaration(PICKED_FIRST)}
 )"""
 # ... or the runs of the measurement folders a `data:` pin names (their earliest per cell).
-PINNED_RUNS = """
+PINNED_RUNS = f"""
 chosen AS (
     SELECT * FROM runs
     WHERE experiment = $experiment AND status = 'complete' AND quick = $quick
       AND run_id IN (SELECT run_id FROM measurement_runs WHERE list_contains($data::VARCHAR[], folder))
     QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, rate, round
                                ORDER BY started_at, run_id) = 1
+        AND {one_declaration("started_at, run_id")}
 )"""
 
 
