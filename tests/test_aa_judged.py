@@ -103,8 +103,12 @@ def test_a_later_drifted_aa_never_moves_an_earlier_posts_margin(two_measurements
     result, html, _ = _site(work, tmp_path, "2026-11-20", f"data: [{first}]\n" if pin == "pinned" else "")
     assert result.ok, result.warnings
     assert re.search(r'bothrows-verdict-higher" title="the 95% interval excludes no change"', html)
-    # the provenance shows the A/A over all the data, the drifted repetition included
+    # the provenance shows the A/A over all the data, the drifted repetition included, and
+    # beside it the A/A the claims were judged against
     assert "decode_tps 1 of 2 cells include no change" in html
+    what = "the measurement folders it pins" if pin == "pinned" else "its data as of its date"
+    line = re.search(rf"Claims on Fixture X judged on {what} meet the A/A of that data alone: ([^<]*)<", html)
+    assert line and "must clear" not in line.group(1), line
 
 
 def test_a_post_on_the_drifted_measurement_needs_its_margin(two_measurements, tmp_path):
@@ -112,6 +116,11 @@ def test_a_post_on_the_drifted_measurement_needs_its_margin(two_measurements, tm
     result, html, _ = _site(work, tmp_path, "2026-11-23", f"data: [{later}]\n")
     assert not result.ok  # +10% does not clear the later data's own A/A margin of about 26%
     assert any("does not clear the A/A margin" in w for w in result.warnings), result.warnings
+    assert re.search(
+        r"judged on the measurement folders it pins meet the A/A of that data alone: [^<]*"
+        r"a claimed direction there must clear: [^<]*decode_tps \u00b1",
+        html,
+    )
 
 
 def test_a_look_of_measuring_until_decided_reads_its_own_declarations_aa(tmp_path):
@@ -127,3 +136,23 @@ def test_a_look_of_measuring_until_decided_reads_its_own_declarations_aa(tmp_pat
     exp = SimpleNamespace(name="spec-fixture", quick=False, sha256=DECLARATION, equivalence=0.05)
     (judged,) = judge_look(db, exp, chip, [Comparison("b", "a", "decode_tps", (1,))])
     assert judged.kind == "higher", judged
+
+
+def test_a_post_whose_folders_hold_no_aa_pair_says_its_claims_clear_no_margin(tmp_path):
+    # The copy was measured only later: the post's own folder has no A/A pair to judge by.
+    db, root = tmp_path / "build" / "runs.duckdb", tmp_path / "measurements"
+    root.mkdir()
+    build_fixture(db, day=FIRST_DAY, factors={"a": 1.0, "b": 1.1}, **{**COMMON, "arms": ("a", "b")})
+    first_runs = _complete(db)
+    with Store.open(db) as st:
+        [first] = measurements.write_runs(st, first_runs, root)
+    build_fixture(db, day=LATER_DAY, factors={"a": 1.0, "b": 1.1, "a-aa": 1.3}, seed=5, add=True, **COMMON)
+    later_runs = _complete(db) - first_runs
+    with Store.open(db) as st:
+        measurements.write_runs(st, later_runs, root)
+    result, html, _ = _site(tmp_path, tmp_path / "site", "2026-11-20", f"data: [{first.name}]\n")
+    assert result.ok, result.warnings
+    assert (
+        "Claims judged on the measurement folders it pins clear no A/A margin: that data holds no A/A pair"
+        in html
+    )

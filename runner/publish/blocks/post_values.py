@@ -51,6 +51,11 @@ class PostValues:
     def aa_margin(self, metric: str, chips: set) -> float:
         """The largest A/A margin of the metric on these chips in the data the post judges
         (0 where that data holds no A/A pair): data measured later never moves it."""
+        cov = self.aa_judged()
+        return max((c.margin for chip in chips for c in cov.get(chip, []) if c.metric == metric), default=0.0)
+
+    def aa_judged(self) -> dict:
+        """aa_coverage over the data the post judges (its pin, or as of its date)."""
         if self._aa_judged is None:
             cut = self.data.judging.cutoff()
             self._aa_judged = (
@@ -60,8 +65,7 @@ class PostValues:
                     self.data.reader, self.data.experiment, self.data.quick, self.data.aa_pair, cut
                 )
             )
-        cov = self._aa_judged
-        return max((c.margin for chip in chips for c in cov.get(chip, []) if c.metric == metric), default=0.0)
+        return self._aa_judged
 
     def aa_coverage(self) -> dict:
         """chip_id -> [aa.Coverage] of every metric over all the data ({} without an A/A

@@ -61,6 +61,8 @@ def provenance(post, datas: dict[str, PostData], links: list[tuple[str, str]]) -
             load=post.reader.load_by_chip(e, q),
             labels=datas[e].chip_names,
             aa=datas[e].values.aa_coverage(),
+            aa_judged=_judged_aa(datas[e]),
+            judged_what=_judged_what(post.home),
             aa_pair=datas[e].aa_pair,
             machines=machines.provenance_lines(post.reader, e, q, datas[e].chip_names),
             downloads=[(n, h) for n, h in mine if not n.endswith(".sql")],
@@ -68,6 +70,25 @@ def provenance(post, datas: dict[str, PostData], links: list[tuple[str, str]]) -
         )
         blocks.append(str(first.token(html, "")))
     return "".join(blocks)
+
+
+def _judged_aa(data: PostData) -> dict | None:
+    """The A/A of the data the post's claims are judged on, where what a reader sees of it
+    (cells covered, margins) differs from the A/A over all the data the provenance lists
+    (None: the same)."""
+    judged = data.values.aa_judged()
+
+    def seen(cov: dict) -> dict:
+        return {chip: [(c.metric, c.covered, c.cells, c.margin) for c in cs] for chip, cs in cov.items()}
+
+    return None if seen(judged) == seen(data.values.aa_coverage()) else judged
+
+
+def _judged_what(home) -> str:
+    """The data a post's claims are judged on, in words."""
+    if home is not None and home.data:
+        return "the measurement folders it pins"
+    return "its data as of its date"
 
 
 def owner(name: str, datas: dict) -> str | None:
