@@ -286,3 +286,9 @@ def edited_fixture(path: str | Path) -> Iterator[duckdb.DuckDBPyConnection]:
         yield con
     finally:
         con.close()
+
+
+def complete_runs(path: str | Path) -> set[str]:
+    """The run ids of the database's complete runs (what a measurement folder is written from)."""
+    with Store.open(path) as st:
+        return {r[0] for r in st.con.execute("SELECT run_id FROM runs WHERE status = 'complete'").fetchall()}

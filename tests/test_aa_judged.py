@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import duckdb
 import pytest
-from fixture_db import DECLARATION, FixtureChip, build_fixture
+from fixture_db import DECLARATION, FixtureChip, build_fixture, complete_runs
 from publish_project import build_site, write_project
 
 from runner.experiments.until_decided import Comparison, judge_look
@@ -45,9 +45,21 @@ experiment: spec-fixture
 """
 
 
-def _complete(db) -> set[str]:
+def _measure_twice(work, first_factors: dict, later_factors: dict, **first) -> tuple[str, str]:
+    """The fixture measured on the first day, then again (seed 5) three days later, each
+    written to its own measurement folder under `work`; returns the two folders' names.
+    `first`: the first measurement's settings over COMMON."""
+    db, root = work / "build" / "runs.duckdb", work / "measurements"
+    root.mkdir()
+    build_fixture(db, day=FIRST_DAY, factors=first_factors, **{**COMMON, **first})
+    first_runs = complete_runs(db)
     with Store.open(db) as st:
-        return {r[0] for r in st.con.execute("SELECT run_id FROM runs WHERE status = 'complete'").fetchall()}
+        [first_folder] = measurements.write_runs(st, first_runs, root)
+    build_fixture(db, day=LATER_DAY, factors=later_factors, seed=5, add=True, **COMMON)
+    later_runs = complete_runs(db) - first_runs
+    with Store.open(db) as st:
+        [later_folder] = measurements.write_runs(st, later_runs, root)
+    return first_folder.name, later_folder.name
 
 
 @pytest.fixture(scope="module")
@@ -56,17 +68,8 @@ def two_measurements(tmp_path_factory):
     measured again three days later, the copy 30% faster (a machine drifting between
     the arms). Returns (work folder, first folder, later folder)."""
     work = tmp_path_factory.mktemp("aa-judged")
-    db, root = work / "build" / "runs.duckdb", work / "measurements"
-    root.mkdir()
-    build_fixture(db, day=FIRST_DAY, factors={"a": 1.0, "b": 1.1, "a-aa": 1.0}, **COMMON)
-    first_runs = _complete(db)
-    with Store.open(db) as st:
-        [first] = measurements.write_runs(st, first_runs, root)
-    build_fixture(db, day=LATER_DAY, factors={"a": 1.0, "b": 1.1, "a-aa": 1.3}, seed=5, add=True, **COMMON)
-    later_runs = _complete(db) - first_runs
-    with Store.open(db) as st:
-        [later] = measurements.write_runs(st, later_runs, root)
-    return work, first.name, later.name
+    first, later = _measure_twice(work, {"a": 1.0, "b": 1.1, "a-aa": 1.0}, {"a": 1.0, "b": 1.1, "a-aa": 1.3})
+    return work, first, later
 
 
 def _site(work, tmp_path, date: str, pin: str):
@@ -140,17 +143,10 @@ def test_a_look_of_measuring_until_decided_reads_its_own_declarations_aa(tmp_pat
 
 def test_a_post_whose_folders_hold_no_aa_pair_says_its_claims_clear_no_margin(tmp_path):
     # The copy was measured only later: the post's own folder has no A/A pair to judge by.
-    db, root = tmp_path / "build" / "runs.duckdb", tmp_path / "measurements"
-    root.mkdir()
-    build_fixture(db, day=FIRST_DAY, factors={"a": 1.0, "b": 1.1}, **{**COMMON, "arms": ("a", "b")})
-    first_runs = _complete(db)
-    with Store.open(db) as st:
-        [first] = measurements.write_runs(st, first_runs, root)
-    build_fixture(db, day=LATER_DAY, factors={"a": 1.0, "b": 1.1, "a-aa": 1.3}, seed=5, add=True, **COMMON)
-    later_runs = _complete(db) - first_runs
-    with Store.open(db) as st:
-        measurements.write_runs(st, later_runs, root)
-    result, html, _ = _site(tmp_path, tmp_path / "site", "2026-11-20", f"data: [{first.name}]\n")
+    first, _ = _measure_twice(
+        tmp_path, {"a": 1.0, "b": 1.1}, {"a": 1.0, "b": 1.1, "a-aa": 1.3}, arms=("a", "b")
+    )
+    result, html, _ = _site(tmp_path, tmp_path / "site", "2026-11-20", f"data: [{first}]\n")
     assert result.ok, result.warnings
     assert (
         "Claims judged on the measurement folders it pins clear no A/A margin: that data holds no A/A pair"

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fixture_db import FixtureChip, build_fixture, remeasure
+from fixture_db import FixtureChip, build_fixture, complete_runs, remeasure
 from publish_project import build_site, write_project
 
 from runner.publish.site.pin import main_pin
@@ -30,11 +30,6 @@ Solo, MTP is {{{{ claim("+25%", gain("decode_tps", arm="on", concurrency=1)) }}}
 """
 
 
-def _complete(db) -> set[str]:
-    with Store.open(db) as st:
-        return {r[0] for r in st.con.execute("SELECT run_id FROM runs WHERE status = 'complete'").fetchall()}
-
-
 @pytest.fixture(scope="module")
 def same_day(tmp_path_factory):
     """Folders: X measured at 08:00 on D, then its `on` solo cell re-measured at 15:00 on
@@ -44,11 +39,11 @@ def same_day(tmp_path_factory):
     root = work / "measurements"
     root.mkdir()
     build_fixture(db, chips=(X,), day=DAY, passes_per_run=8)
-    before = _complete(db)
+    before = complete_runs(db)
     with Store.open(db) as st:
         [first] = measurements.write_runs(st, before, root)
     remeasure(db, X, "on", 1, speedup=1.6, day=DAY, hour=15)
-    after = _complete(db)
+    after = complete_runs(db)
     with Store.open(db) as st:
         [second] = measurements.write_runs(st, after - before, root)
     return work, first.name, second.name
@@ -150,12 +145,12 @@ def test_another_chip_measured_on_the_posts_own_day_is_a_note(tmp_path):
     root = tmp_path / "data" / "measurements"
     root.mkdir(parents=True)
     build_fixture(db, chips=(X,), day=DAY, passes_per_run=8)
-    before = _complete(db)
+    before = complete_runs(db)
     with Store.open(db) as st:
         [first] = measurements.write_runs(st, before, root)
     remeasure(db, y, "on", 1, speedup=1.0, day=DAY, hour=15)
     remeasure(db, y, "off", 1, speedup=1.0, day=DAY, hour=16)
-    later = _complete(db) - before
+    later = complete_runs(db) - before
     with Store.open(db) as st:
         measurements.write_runs(st, later, root)
     config = write_project(

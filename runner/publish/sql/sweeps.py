@@ -64,7 +64,9 @@ WITH chosen AS (
     WHERE experiment = $experiment AND status = 'complete' AND quick = $quick AND rate IS NOT NULL
       AND ($as_of::TIMESTAMP IS NULL OR started_at < $as_of::TIMESTAMP)
     QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, rate, round
-                               ORDER BY started_at DESC, run_id DESC) = 1
+                               ORDER BY """
+    + NEWEST_FIRST
+    + """) = 1
         AND """
     + one_declaration(NEWEST_FIRST)
     + """

@@ -30,14 +30,15 @@ chosen AS (
         AND {one_declaration(PICKED_FIRST)}
 )"""
 # ... or the runs of the measurement folders a `data:` pin names (their earliest per cell).
+PINNED_FIRST = "started_at, run_id"
 PINNED_RUNS = f"""
 chosen AS (
     SELECT * FROM runs
     WHERE experiment = $experiment AND status = 'complete' AND quick = $quick
       AND run_id IN (SELECT run_id FROM measurement_runs WHERE list_contains($data::VARCHAR[], folder))
     QUALIFY row_number() OVER (PARTITION BY chip_id, arm, concurrency, rate, round
-                               ORDER BY started_at, run_id) = 1
-        AND {one_declaration("started_at, run_id")}
+                               ORDER BY {PINNED_FIRST}) = 1
+        AND {one_declaration(PINNED_FIRST)}
 )"""
 
 
