@@ -260,6 +260,7 @@ class Engine:
             ahead=cur.ahead,
             queued=None if self._queued is None else self._queued.branch,
             outcomes=done.outcomes,
+            drafter_lengths=done.drafter_lengths,
         )
         self._emit(PassEvent.of(self._pass_index, cur.plan, t0, duration, done, row_bytes, reason))
         self._pass_index += 1

@@ -43,6 +43,7 @@ class Sequence:
     draft_probs: list[np.ndarray] = field(default_factory=list)  # each draft's distribution q (sampling)
     draft_conf: list[float] = field(default_factory=list)  # the drafter's q of each greedy draft
     # (empty: it gave none); read once the drafts are made, and by verification
+    drafts_looked_up: bool = False  # the drafts were looked up in its own tokens (lookup.py)
     draft_parents: list[int] = field(default_factory=list)  # a draft tree's shape (tree.py):
     # the node each draft hangs from (0: the last token); empty: a chain
     draft_alternatives: list = field(default_factory=list)  # the drafter's second choice at the
@@ -67,6 +68,7 @@ class Sequence:
     def clear_drafts(self) -> None:
         self.drafts, self.draft_probs, self.draft_conf = [], [], []
         self.draft_parents, self.draft_alternatives = [], []
+        self.drafts_looked_up = False
 
     @property
     def num_output(self) -> int:

@@ -21,7 +21,9 @@
   what followed them (lookup.py) and is left out of the drafter's pass; its context still
   takes each pass's positions (queued, not waited for), so the drafter's next pass for it
   has no long backlog to project first. Such drafts carry no confidence, so the adaptive
-  policy never cuts them, and the pass's reason counts them.
+  policy never cuts them, nor learns the drafter's acceptance by position from them
+  (`Sequence.drafts_looked_up`; they keep far more of their drafts, or none), and the
+  pass's reason counts them.
 """
 
 from __future__ import annotations
@@ -199,7 +201,7 @@ class BlockDrafting:
             if s.temperature == 0.0:
                 found = lookup_drafts(s.tokens, k, self.lookup, self._texts.of(s.request_id, s.tokens))
             if found:
-                s.drafts = found
+                s.drafts, s.drafts_looked_up = found, True
                 looked.append(s.request_id)
             else:
                 rest.append(s)

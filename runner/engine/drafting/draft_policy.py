@@ -274,15 +274,18 @@ class DraftPolicy:
         ahead: bool,
         queued: Optional[Branch],
         outcomes: tuple = (),
+        drafter_lengths: Optional[tuple[int, ...]] = None,
     ) -> None:
         """Learn from one committed pass; called for every pass, in order. drafts_next: the
         drafts its step prepared for the next pass (after a cut by `trim`, what the cut
         left); outcomes: (confidences, drafts kept) of the rows whose drafter gave
-        confidences; ahead: it was launched before the previous pass was committed;
+        confidences; drafter_lengths: accepted_lengths over the rows a drafter drafted for
+        (None: every row); ahead: it was launched before the previous pass was committed;
         queued: the branch of the pass launched ahead of it (None: none). Every decode
         pass counts toward its width's time; the cost model learns from pure, steady ones
-        only (see the module's docstring); acceptance from every pass that verified
-        drafts, and the confidence calibration from every row verified."""
+        only (see the module's docstring); acceptance by position from the drafter's rows
+        of every pass that verified drafts, and the confidence calibration from every row
+        verified."""
         decided, self._decided = self._decided, drafts_next
         pure = decided == drafts_next  # one regime: the step prepared the k its pass was decided with
         if self._cut_to is not None:  # this pass's step cut the next pass's drafts to this many
@@ -293,7 +296,7 @@ class DraftPolicy:
         self._last = branch
         if not self.adaptive:
             return
-        self.acceptance.add(accepted_lengths)
+        self.acceptance.add(accepted_lengths if drafter_lengths is None else drafter_lengths)
         for confidences, kept in outcomes:
             self.calibration.add(confidences, kept)
         if branch.kind != "decode":

@@ -32,6 +32,7 @@ class PassCommit(NamedTuple):
     accepted_lengths: tuple[int, ...]  # [m]: drafting rows that kept m drafts (empty: none drafted)
     draft_lengths: tuple[int, ...]  # [k]: drafting rows that carried k drafts (empty: none drafted)
     outcomes: tuple = ()  # (the drafter's confidences, chain drafts kept) of each row that had them
+    drafter_lengths: tuple[int, ...] = ()  # accepted_lengths over the drafter's rows (no lookups)
     branched: int = 0  # rows whose draft tree landed a leaf beyond its chain
 
 
@@ -47,6 +48,8 @@ def commit_pass(
     plan, emitted, accepted, branched = cur.plan, 0, 0, 0
     hist = [0] * (1 + max(plan.drafted, default=0))
     carried = list(hist)
+    mine = [d for d, s in zip(plan.drafted, plan.rows) if not s.drafts_looked_up]
+    by_drafter = [0] * (1 + max(mine, default=0))
     outcomes: list = []
     now = time.perf_counter_ns()  # every token this pass commits is stamped with it:
     # one clock read a pass, one int appended a token
@@ -68,11 +71,14 @@ def commit_pass(
         emitted += commit(seq, choice.tokens, eos, now)
         if drafted and seq.draft_conf:
             outcomes.append((seq.draft_conf[:drafted], chain_kept))
+        looked_up = seq.drafts_looked_up
         seq.clear_drafts()  # verified
         if drafted:
             accepted += choice.accepted
             hist[choice.accepted] += 1
             carried[drafted] += 1
+            if not looked_up:
+                by_drafter[choice.accepted] += 1
             seq.computed = out.starts[b] + 1 + choice.accepted
             if drafter is not None:
                 drafter.rollback(seq, seq.computed)
@@ -80,7 +86,10 @@ def commit_pass(
             seq.computed = end
     if not any(plan.drafted):
         return PassCommit(emitted, accepted, (), ())
-    return PassCommit(emitted, accepted, tuple(hist), tuple(carried), tuple(outcomes), branched)
+    drafter_lengths = tuple(by_drafter) if any(by_drafter) else ()
+    return PassCommit(
+        emitted, accepted, tuple(hist), tuple(carried), tuple(outcomes), drafter_lengths, branched
+    )
 
 
 def _walk_tree(seq: Sequence, greedy: list[int], start: int, move_keys) -> tuple[Choice, int]:
