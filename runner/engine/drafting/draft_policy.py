@@ -11,7 +11,7 @@ committed tokens per unit of time, from its own measurements.
   pays less as rows are added) and explores only on the refresh schedule: a batch's tail
   lasts a few passes. With none anywhere it measures k = 1 and then 0.
 - Tokens: acceptance by position (acceptance.py: from the drafter's measured acceptance,
-  where it brings one, and every drafting pass's histogram of accepted lengths); a row's
+  where it brings one, and the accepted lengths of its rows, not looked-up ones); a row's
   expected commit for k drafts is 1 + sum_j a_1 ... a_j. One estimate serves every width
   and k (the chained MTP's draft i does not depend on k; for a block drafter that is an
   approximation).
