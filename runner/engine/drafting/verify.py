@@ -48,8 +48,7 @@ def commit_pass(
     plan, emitted, accepted, branched = cur.plan, 0, 0, 0
     hist = [0] * (1 + max(plan.drafted, default=0))
     carried = list(hist)
-    by_drafter_carried = [d for d, s in zip(plan.drafted, plan.rows) if not s.drafts_looked_up]
-    by_drafter = [0] * (1 + max(by_drafter_carried, default=0))
+    by_drafter = list(hist)  # drafting rows carry one k a pass (PositionAcceptance.add)
     outcomes: list = []
     now = time.perf_counter_ns()  # every token this pass commits is stamped with it:
     # one clock read a pass, one int appended a token
