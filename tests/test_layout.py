@@ -1,10 +1,11 @@
-"""The plain-Python layout of uniform decode passes equals the general numpy layout."""
+"""The plain-Python layout of uniform passes (decode, or rows verifying as many drafts each)
+equals the general numpy layout."""
 
 import mlx.core as mx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.engine.layout import COMPILE_MAX_TOKENS, _general_layout, _uniform_short_layout, build_layout
+from runner.engine.layout import COMPILE_MAX_TOKENS, _general_layout, _uniform_layout, build_layout
 
 
 def _arrays(layout):
@@ -14,7 +15,7 @@ def _arrays(layout):
 
 @st.composite
 def uniform_pass(draw):
-    T = draw(st.sampled_from([1, 2]))
+    T = draw(st.sampled_from([1, 2, 3, 5, 9, 17]))  # decode, then verify passes of k + 1 tokens
     starts = draw(st.lists(st.integers(0, 300), min_size=1, max_size=6))
     # Each row holds the blocks its reach needs, sometimes one more (a rejected draft's).
     blocks = [
@@ -35,8 +36,10 @@ def uniform_pass(draw):
 @given(uniform_pass())
 def test_uniform_fast_path_matches_general_layout(case):
     starts, T, blocks = case
-    fast = _uniform_short_layout(starts, T, blocks, 16)
-    general = _general_layout(starts, [T] * len(starts), blocks, 16, None)
+    # t_cap 1: the launcher's uniform verify pass (unpadded), as build_layout takes it
+    assert build_layout(starts, [T] * len(starts), blocks, 16, t_cap=1).ctx.from_rows is None
+    fast = _uniform_layout(starts, T, blocks, 16)
+    general = _general_layout(starts, [T] * len(starts), blocks, 16, 1)
     assert _arrays(fast) == _arrays(general)
     assert [g.read_slots.tolist() for g in fast.ctx.groups] == [
         g.read_slots.tolist() for g in general.ctx.groups

@@ -28,10 +28,10 @@ from .config import EngineConfig
 from .drafting.draft_policy import DraftPolicy
 from .drafting.drafter import Drafter
 from .drafting.mtp import MTPDrafter
-from .drafting.tree import chain_of
+from .drafting.tree import chain_of, tree_layout
 from .forward import Forward
 from .in_step import kept_in_step, needs_features
-from .layout import PassContext, ahead_layout, build_layout, tree_layout
+from .layout import PassContext, ahead_layout, build_layout
 from .passes import Launched, MTPInputs
 from .scheduler import PassPlan, Scheduler
 

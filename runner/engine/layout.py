@@ -5,9 +5,9 @@ Tokens are packed (no padding between rows) for all per-token work; attention la
 out in groups by length (decode rows, rows verifying drafts, prefill chunks), padded
 within a group. Pads write to the scratch block; their outputs are ignored. Lengths are
 bucketed so the compiled forward sees few shapes. Builders: `build_layout` from host-side
-starts (a uniform decode pass in plain Python, else numpy), `ahead_layout` for a pass
-whose starts are still in the graph (Launcher.launch_ahead), `tree_layout` for one row
-verifying a draft tree. This file knows nothing about which rows run or why.
+starts (rows of one unpadded length in plain Python, else numpy), `ahead_layout` for a pass
+whose starts are still in the graph (Launcher.launch_ahead); a draft tree's is drafting/tree.py's
+`tree_layout`. This file knows nothing about which rows run or why.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import mlx.core as mx
 import numpy as np
 
 from .cache import SCRATCH_BLOCK
-from .drafting.tree import ancestors, depths
 from .sequence import Sequence
 
 COMPILE_MAX_TOKENS = 64  # passes with more packed tokens than this run uncompiled (forward.py)
@@ -168,14 +167,17 @@ def build_layout(
 ) -> PassLayout:
     """Index arrays for rows feeding lengths[b] tokens from position starts[b]."""
     T = lengths[0]
-    if T <= SHORT_ROW and all(n == T for n in lengths):
-        return _uniform_short_layout(starts, T, blocks, block_size)
+    cap = 1 if T * len(lengths) > COMPILE_MAX_TOKENS else t_cap  # as _general_layout caps it
+    if all(n == T for n in lengths) and bucket(T, cap) == T:
+        return _uniform_layout(starts, T, blocks, block_size)
     return _general_layout(starts, lengths, blocks, block_size, t_cap)
 
 
-def _uniform_short_layout(starts: list[int], T: int, blocks: list[list[int]], bs: int) -> PassLayout:
-    """build_layout for the common decode pass (every row feeds the same 1 or 2 tokens),
-    in plain Python: on a handful of rows numpy's per-call cost is most of the host time."""
+def _uniform_layout(starts: list[int], T: int, blocks: list[list[int]], bs: int) -> PassLayout:
+    """build_layout for rows that all feed T tokens, T needing no padding: a decode pass
+    (1 or 2 tokens a row) or rows verifying the same number of drafts. Plain Python: on a
+    handful of rows numpy's per-call cost is most of the host time, and a drafting step's
+    host work runs while the device waits (verify_ahead.py)."""
     width = block_bucket(max((s + T - 1) // bs + 1 for s in starts))
     tables = block_tables(blocks, width)
     positions = [s + t for s in starts for t in range(T)]
@@ -278,28 +280,3 @@ def ahead_layout(
     slots = tables[row_of, positions // block_size] * block_size + positions % block_size
     group = RowGroup(None, tables, starts, T, block_size, fresh=False)
     return PassContext(positions=positions, write_slots=slots, groups=(group,), from_rows=None)
-
-
-def tree_layout(start: int, parents: list[int], blocks: list[int], block_size: int) -> PassLayout:
-    """One row feeding a draft tree (drafting/tree.py) from position `start`: node i sits in
-    the row's slot start + i and at position start + its depth, and sees the row's
-    context and its own ancestors."""
-    T = 1 + len(parents)
-    tables = block_tables([blocks], block_bucket(-(-(start + T) // block_size)))
-    positions = [start + d for d in depths(parents)]
-    slots = [tables[0][p // block_size] * block_size + p % block_size for p in range(start, start + T)]
-    group = RowGroup(
-        None,
-        mx.array(tables, dtype=mx.int32),
-        mx.array([start], dtype=mx.int32),
-        T,
-        block_size,
-        tree=mx.array(ancestors(parents)[None]),
-    )
-    ctx = PassContext(
-        positions=mx.array(positions, dtype=mx.int32),
-        write_slots=mx.array(slots, dtype=mx.int32),
-        groups=(group,),
-        from_rows=None,
-    )
-    return PassLayout(ctx, [0], T)

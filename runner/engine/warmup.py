@@ -10,8 +10,9 @@ from __future__ import annotations
 import mlx.core as mx
 
 from .drafting.calibrate import calibrate
+from .drafting.tree import tree_layout
 from .forward import Forward
-from .layout import block_buckets_upto, build_layout, tree_layout
+from .layout import block_buckets_upto, build_layout
 
 
 def warm_engine(engine, max_context: int) -> int:

@@ -13,6 +13,8 @@ the drafter's second choice at the first positions, in one pass.
   depth j adds one token when every chain draft before it landed and its own token is the
   target's: the calibrated chance of the first times that of its q. Leaves join, best
   first, while expected tokens per unit of pass time grows. A fixed policy adds them all.
+- Layout (`tree_layout`): node i writes the row's slot start + i and sits at position
+  start + its depth; its attention group reads the row's context and its ancestors.
 - Verification walks from the root along the child whose token the target chose at the
   node; a path that ends on a leaf leaves that leaf's keys and values one slot past its
   depth's, and the engine moves them there (`moves`).
@@ -22,8 +24,10 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
+import mlx.core as mx
 import numpy as np
 
+from ..layout import PassContext, PassLayout, RowGroup, block_bucket, block_tables
 from .row_lengths import ConfidenceCalibration
 
 TREE_DEPTH = 2  # the first positions whose second choice may branch
@@ -147,3 +151,28 @@ def depths(parents: list[int]) -> list[int]:
 def moves(path: list[int]) -> list[tuple[int, int]]:
     """(from node, to depth) for each accepted node whose keys sit past its depth's slot."""
     return [(node, depth) for depth, node in enumerate(path, start=1) if node != depth]
+
+
+def tree_layout(start: int, parents: list[int], blocks: list[int], block_size: int) -> PassLayout:
+    """One row feeding a draft tree (drafting/tree.py) from position `start`: node i sits in
+    the row's slot start + i and at position start + its depth, and sees the row's
+    context and its own ancestors."""
+    T = 1 + len(parents)
+    tables = block_tables([blocks], block_bucket(-(-(start + T) // block_size)))
+    positions = [start + d for d in depths(parents)]
+    slots = [tables[0][p // block_size] * block_size + p % block_size for p in range(start, start + T)]
+    group = RowGroup(
+        None,
+        mx.array(tables, dtype=mx.int32),
+        mx.array([start], dtype=mx.int32),
+        T,
+        block_size,
+        tree=mx.array(ancestors(parents)[None]),
+    )
+    ctx = PassContext(
+        positions=mx.array(positions, dtype=mx.int32),
+        write_slots=mx.array(slots, dtype=mx.int32),
+        groups=(group,),
+        from_rows=None,
+    )
+    return PassLayout(ctx, [0], T)
