@@ -154,9 +154,9 @@ def moves(path: list[int]) -> list[tuple[int, int]]:
 
 
 def tree_layout(start: int, parents: list[int], blocks: list[int], block_size: int) -> PassLayout:
-    """One row feeding a draft tree (drafting/tree.py) from position `start`: node i sits in
-    the row's slot start + i and at position start + its depth, and sees the row's
-    context and its own ancestors."""
+    """One row feeding a draft tree from position `start`: node i sits in the row's slot
+    start + i and at position start + its depth, and sees the row's context and its own
+    ancestors."""
     T = 1 + len(parents)
     tables = block_tables([blocks], block_bucket(-(-(start + T) // block_size)))
     positions = [start + d for d in depths(parents)]
