@@ -32,7 +32,7 @@ MAX_NEW = (10, 25, 40, 70)  # the batch narrows from four rows to one
 def seed(policy: DraftPolicy) -> None:
     """The cost model's comparisons, and the bar passes without drafts set at each width:
     one token a second a row, which any drafting clears (the veto has its own tests in
-    test_row_lengths.py), so the verdicts stand on the costs alone."""
+    test_realized_rates.py), so the verdicts stand on the costs alone."""
     for width, costs in COSTS.items():
         for _ in range(12):
             for k, c in costs.items():
