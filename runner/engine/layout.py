@@ -167,10 +167,17 @@ def build_layout(
 ) -> PassLayout:
     """Index arrays for rows feeding lengths[b] tokens from position starts[b]."""
     T = lengths[0]
-    cap = 1 if T * len(lengths) > COMPILE_MAX_TOKENS else t_cap  # as _general_layout caps it
-    if all(n == T for n in lengths) and bucket(T, cap) == T:
+    if all(n == T for n in lengths) and bucket(T, _row_cap(T * len(lengths), t_cap)) == T:
         return _uniform_layout(starts, T, blocks, block_size)
     return _general_layout(starts, lengths, blocks, block_size, t_cap)
+
+
+def _row_cap(n_real: int, t_cap: int | None) -> int | None:
+    """The cap on padding a row's length (`bucket`) for a pass of n_real packed tokens. A pass
+    too long to compile runs eagerly: no traced shape to share, so rows are padded to the
+    longest only (a lazy MTP catch-up of 138 positions a row would otherwise run its
+    attention at 256)."""
+    return 1 if n_real > COMPILE_MAX_TOKENS else t_cap
 
 
 def _uniform_layout(starts: list[int], T: int, blocks: list[list[int]], bs: int) -> PassLayout:
@@ -215,10 +222,7 @@ def _general_layout(
     B = len(starts)
     lens, start = np.asarray(lengths, np.int32), np.asarray(starts, np.int32)
     n_real = int(lens.sum())
-    if n_real > COMPILE_MAX_TOKENS:
-        # Run uncompiled: no traced shape to share, so rows are padded to the longest only
-        # (a lazy MTP catch-up of 138 positions a row would otherwise run its attention at 256).
-        t_cap = 1
+    t_cap = _row_cap(n_real, t_cap)
     first = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int32)
     # Block tables wide enough for every row's reach in this pass (a row may hold one
     # more block, reserved for a draft that was rejected: it is not read here).
